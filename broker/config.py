@@ -1,0 +1,39 @@
+"""Where Onyx keeps its files and the defaults a user can change, in one place.
+
+Every setting can be overridden by an environment variable (named next to it), so
+that ``make run``, the tests and a deployed broker read the same table.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _path(env: str, default: Path) -> Path:
+    value = os.environ.get(env)
+    return Path(value).resolve() if value else default
+
+
+RUN_DIR = _path("ONYX_RUN_DIR", REPO_ROOT / ".run")
+"""Scratch space: Kafka data and logs, Spark checkpoints and local dirs (ONYX_RUN_DIR)."""
+
+JVM_LIB_DIR = _path("ONYX_JVM_LIB", REPO_ROOT / "deploy" / "jvm" / "lib")
+"""Jars fetched by ``make jvm``: ``kafka/`` (the broker) and ``spark-kafka/`` (the connector)."""
+
+CORPUS_DIR = _path("ONYX_CORPUS", REPO_ROOT.parent / "shared" / "corpus" / "news")
+"""Real news-agency XML used by the demo, tests and benchmarks when present (ONYX_CORPUS)."""
+
+KAFKA_HEAP = os.environ.get("ONYX_KAFKA_HEAP", "512m")
+"""Maximum heap of the local Kafka broker JVM (ONYX_KAFKA_HEAP)."""
+
+KAFKA_START_TIMEOUT_S = float(os.environ.get("ONYX_KAFKA_START_TIMEOUT", "90"))
+"""How long to wait for the local Kafka broker to accept clients (ONYX_KAFKA_START_TIMEOUT)."""
+
+SPARK_MASTER = os.environ.get("ONYX_SPARK_MASTER", "local[2]")
+"""Spark master for brokers (ONYX_SPARK_MASTER); local with two threads by default."""
+
+SPARK_DRIVER_MEMORY = os.environ.get("ONYX_SPARK_DRIVER_MEMORY", "2g")
+"""Driver memory of the local Spark application (ONYX_SPARK_DRIVER_MEMORY)."""

@@ -1,0 +1,174 @@
+"""The decoded form of a message that every wire format produces and the engine walks.
+
+A :class:`Message` is a flat, preorder table of the document's elements, so that
+consumers iterate plain lists instead of parsing: element ``i`` has a name, a depth,
+its attributes, the text before its first child, the text after its end tag, the
+index one past its last descendant and its parent's index.
+
+>>> m = Message.from_xml(b"<a x='1'>hi<b/>there</a>")
+>>> m.tags, m.depths, m.ends, m.texts, m.tails
+(['a', 'b'], [1, 2], [2, 2], ['hi', ''], ['', 'there'])
+>>> m.to_xml()
+b'<a x="1">hi<b/>there</a>'
+
+What is kept is the infoset the engine needs: elements, attributes, text and their
+order, plus namespace declarations. Comments, processing instructions, the DOCTYPE
+and the XML declaration are not kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from formats.errors import FormatError
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""Messages larger than this are refused before parsing."""
+
+MAX_DEPTH = 256
+"""Elements nested deeper than this are refused (libxml2's own limit is far higher)."""
+
+
+def _secure_parser() -> etree.XMLParser:
+    # Untrusted input: no DTD loaded, no entity substituted, no network, no huge trees.
+    return etree.XMLParser(
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        huge_tree=False,
+        remove_comments=False,
+        remove_pis=False,
+        collect_ids=False,
+    )
+
+
+@dataclass(slots=True, eq=False)
+class Message:
+    """An XML message as a preorder element table (see the module docstring).
+
+    Names use lxml's Clark notation: ``'{uri}local'`` for a namespaced element or
+    attribute, ``'local'`` otherwise. ``nsmaps[i]`` holds only the namespace
+    declarations made on element ``i`` (prefix -> uri; ``None`` is the default).
+    """
+
+    tags: list[str] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    attrs: list[dict[str, str]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    tails: list[str] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    nsmaps: list[dict[str | None, str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.tags)
+
+    def children(self, i: int) -> list[int]:
+        """Indexes of the child elements of element ``i``, in document order."""
+        out = []
+        j = i + 1
+        end = self.ends[i]
+        ends = self.ends
+        while j < end:
+            out.append(j)
+            j = ends[j]
+        return out
+
+    def string_value(self, i: int) -> str:
+        """XPath string-value of element ``i``: all descendant text in order."""
+        parts = [self.texts[i]]
+        for j in range(i + 1, self.ends[i]):
+            parts.append(self.texts[j])
+            parts.append(self.tails[j])
+        return "".join(parts)
+
+    @classmethod
+    def from_xml(cls, data: bytes | str) -> "Message":
+        """Parse XML text into a message; raises :class:`FormatError` if it is
+        malformed, too large, too deep, or uses entity references."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise FormatError(
+                f"message of {len(data)} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes"
+            )
+        try:
+            root = etree.fromstring(data, _secure_parser())
+        except etree.XMLSyntaxError as exc:
+            raise FormatError(f"malformed XML: {exc}") from None
+        return cls.from_element(root)
+
+    @classmethod
+    def from_element(cls, root: etree._Element) -> "Message":
+        """Build a message from a parsed lxml element (comments and PIs dropped)."""
+        m = cls()
+        tags, depths, attrs, texts = m.tags, m.depths, m.attrs, m.texts
+        tails, parents, nsmaps = m.tails, m.parents, m.nsmaps
+        index: dict[etree._Element, int] = {}
+        for node in root.iter():
+            tag = node.tag
+            if not isinstance(tag, str):
+                if isinstance(node, etree._Entity):
+                    raise FormatError(f"entity reference &{node.name}; is not allowed in messages")
+                # Comment or PI: dropped, its tail text stays where it was.
+                if node.tail:
+                    prev = node.getprevious()
+                    while prev is not None and not isinstance(prev.tag, str):
+                        prev = prev.getprevious()
+                    if prev is None:
+                        texts[index[node.getparent()]] += node.tail
+                    else:
+                        tails[index[prev]] += node.tail
+                continue
+            i = len(tags)
+            index[node] = i
+            parent_el = node.getparent()
+            if parent_el is None:
+                p, depth, parent_ns = -1, 1, {}
+            else:
+                p = index[parent_el]
+                depth = depths[p] + 1
+                parent_ns = parent_el.nsmap
+                if depth > MAX_DEPTH:
+                    raise FormatError(f"element nesting deeper than the limit of {MAX_DEPTH}")
+            tags.append(tag)
+            depths.append(depth)
+            attrib = node.attrib
+            attrs.append(dict(attrib) if attrib else {})
+            text = node.text
+            texts.append(text if text else "")
+            tails.append(node.tail or "" if p >= 0 else "")
+            parents.append(p)
+            ns = node.nsmap
+            nsmaps.append({k: u for k, u in ns.items() if parent_ns.get(k) != u} if ns else {})
+        m.ends = ends = [i + 1 for i in range(len(tags))]
+        for i in range(len(tags) - 1, 0, -1):
+            p = parents[i]
+            if ends[i] > ends[p]:
+                ends[p] = ends[i]
+        return m
+
+    def to_xml(self) -> bytes:
+        """Serialize back to XML text (UTF-8, no declaration)."""
+        return etree.tostring(self.to_element(), encoding="utf-8")
+
+    def to_element(self) -> etree._Element:
+        """Rebuild an lxml element tree."""
+        if not self.tags:
+            raise FormatError("empty message has no root element")
+        nodes: list[etree._Element] = []
+        for i, tag in enumerate(self.tags):
+            p = self.parents[i]
+            nsmap = self.nsmaps[i] or None
+            if p < 0:
+                el = etree.Element(tag, self.attrs[i], nsmap=nsmap)
+            else:
+                el = etree.SubElement(nodes[p], tag, self.attrs[i], nsmap=nsmap)
+            if self.texts[i]:
+                el.text = self.texts[i]
+            if self.tails[i]:
+                el.tail = self.tails[i]
+            nodes.append(el)
+        return nodes[0]
