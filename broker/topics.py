@@ -1,0 +1,41 @@
+"""Kafka topic names (DESIGN.md section 5) and topic creation."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+DEAD_LETTER = "onyx.dead-letter"
+
+
+def source_topic(source_id: str) -> str:
+    """Where publishers of ``source_id`` write text XML."""
+    return f"onyx.src.{source_id}"
+
+
+def broker_topic(broker_id: str) -> str:
+    """A broker's inbound topic (four flows, told apart by the ``onyx-flow`` header)."""
+    return f"onyx.broker.{broker_id}"
+
+
+def delivery_topic(name: str) -> str:
+    """A delivery topic for subscribers (records keyed by profile id)."""
+    return f"onyx.deliver.{name}"
+
+
+def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int = 1) -> list[str]:
+    """Create the topics that do not exist yet; returns the ones created."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        wanted = set(names) - set(admin.list_topics())
+        if wanted:
+            try:
+                admin.create_topics([NewTopic(n, partitions, 1) for n in sorted(wanted)])
+            except TopicAlreadyExistsError:
+                pass  # raced with auto-creation; the topic exists, which is all we need
+        return sorted(wanted)
+    finally:
+        admin.close()

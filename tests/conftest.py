@@ -1,0 +1,46 @@
+"""Session-wide fixtures: one real Kafka broker and one real SparkSession per test run."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from broker import config
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A real single-node KRaft Kafka broker on loopback, stopped when the session ends."""
+    from broker.devcluster import KafkaDevCluster
+
+    cluster = KafkaDevCluster(name=f"test-{os.getpid()}")
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A real local SparkSession with the Kafka connector on its classpath."""
+    from broker.spark_session import build_session
+
+    session = build_session("onyx-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def unique():
+    """A short unique suffix for topic names, so tests never read each other's records."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def corpus_files():
+    """The news corpus files (``../shared/corpus/news``); skips when absent."""
+    files = sorted(config.CORPUS_DIR.glob("*.xml")) if config.CORPUS_DIR.is_dir() else []
+    if not files:
+        pytest.skip(f"news corpus not found at {config.CORPUS_DIR}")
+    return files
