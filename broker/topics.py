@@ -5,6 +5,13 @@ from __future__ import annotations
 from typing import Iterable
 
 DEAD_LETTER = "onyx.dead-letter"
+"""Rejected input, with the reason in the ``onyx-reason`` header."""
+
+CATALOG = "onyx.catalog"
+"""Compacted: registered sources and their schemas/dictionaries, keyed by source id."""
+
+PROFILES = "onyx.profiles"
+"""Compacted: the registered profiles, keyed by profile id (a broker rebuilds its state from it)."""
 
 
 def source_topic(source_id: str) -> str:
@@ -18,7 +25,8 @@ def broker_topic(broker_id: str) -> str:
 
 
 def delivery_topic(name: str) -> str:
-    """A delivery topic for subscribers (records keyed by profile id)."""
+    """A delivery topic for subscribers, records keyed by profile id. By default one
+    per host broker (``name`` = broker id); a subscriber may name its own instead."""
     return f"onyx.deliver.{name}"
 
 
