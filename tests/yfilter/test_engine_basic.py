@@ -1,0 +1,58 @@
+"""The Engine contract (DESIGN.md section 4) on small, hand-checked cases."""
+
+import pytest
+
+from formats import Message
+from yfilter import Engine, MessageError, ProfileError
+
+DOC = (b"<nitf><head><pubdata edition.area='SF'/><title>Hi</title></head>"
+       b"<body><p n='1'>a</p><p n='2'>b<em>x</em></p></body></nitf>")
+
+
+@pytest.fixture
+def engine():
+    e = Engine()
+    e.add("q1", "/nitf[head/pubdata/@edition.area='SF']")
+    e.add("q2", "//p[2]/em")
+    e.add("q3", "/nitf/body/p[@n = 3]")
+    return e
+
+
+@pytest.mark.parametrize("as_message", [False, True])
+def test_match_bytes_and_message(engine, as_message):
+    msg = Message.from_xml(DOC) if as_message else DOC
+    assert engine.match(msg) == frozenset({"q1", "q2"})
+
+
+def test_remove_and_replace(engine):
+    engine.remove("q1")
+    assert engine.match(DOC) == frozenset({"q2"})
+    engine.add("q2", "/nitf/body/p[@n = 3]")  # replace: same text as q3
+    assert engine.match(DOC) == frozenset()
+    with pytest.raises(KeyError):
+        engine.remove("nope")
+
+
+def test_run_gives_the_message_to_filters(engine):
+    out = engine.run(DOC)
+    assert set(out) == {"q1", "q2"} and out["q1"] == [DOC]
+
+
+def test_bad_profile_leaves_nothing(engine):
+    before = engine.stats()
+    with pytest.raises(ProfileError, match=r"unsupported axis 'parent::' at column 12"):
+        engine.add("bad", "/nitf/head/parent::x")
+    assert "bad" not in engine and engine.stats() == before
+
+
+def test_bad_profile_keeps_the_old_version(engine):
+    with pytest.raises(ProfileError):
+        engine.add("q1", "/nitf[")
+    assert "q1" in engine.match(DOC)
+
+
+@pytest.mark.parametrize("bad", [b"<a>", b"", b"<!DOCTYPE a [<!ENTITY e 'x'>]><a>&e;</a>",
+                                 b"<a>" * 300 + b"</a>" * 300])
+def test_message_errors(engine, bad):
+    with pytest.raises(MessageError):
+        engine.match(bad)

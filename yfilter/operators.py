@@ -1,0 +1,344 @@
+"""The operator network that hangs off NFA transitions: value predicates, nested-path
+joins, positions and ``and``/``or``/``not``.
+
+A :class:`Guard` is everything the predicates of one location step require of the
+element bound to that step, e.g. ``p[@x='a'][2]``. It is evaluated only for elements
+the path automaton has already brought to that step (selection postponed until the
+structure matches), at most once per element and message (memo in the run), and is
+shared by every profile with the same step. Guards are indexed by an *anchor*, one
+conjunct every match needs: an attribute equality (``@a = 'v'``: one hash lookup
+finds all guards on that attribute of that transition), a nested path, or an
+attribute's presence; see :mod:`yfilter.dfa`.
+
+A nested path is a *join*: ``/a[b/c]`` holds for an ``a`` element exactly when the
+relative automaton (all nested paths of all profiles, prefix-shared) run over that
+element's subtree reaches the accepting state of ``b/c``; so the branch element is
+the same element the main path bound, never another ``a``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from yfilter.values import OPS
+
+
+class Pred:
+    """A compiled condition on one element. ``positional`` when it reads position()."""
+
+    __slots__ = ("key",)
+    positional = False
+
+    def ev(self, run, node, pos: int) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def conjuncts(self) -> tuple["Pred", ...]:
+        return (self,)
+
+    def rels(self) -> list["RelPath"]:
+        """The nested relative paths this condition joins with (for registration)."""
+        return []
+
+    def subguards(self) -> list["Guard"]:
+        """Guards of paths evaluated directly (function arguments), for registration."""
+        return []
+
+
+class AttrTest(Pred):
+    """``@a`` (``test`` None) or ``@a op literal``; ``eq`` holds the literal of a
+    string equality, which makes the test indexable."""
+
+    __slots__ = ("name", "test", "eq")
+
+    def __init__(self, name: str, test: Callable[[str], bool] | None, key: str,
+                 eq: str | None = None) -> None:
+        self.name, self.test, self.key, self.eq = name, test, key, eq
+
+    def ev(self, run, node, pos):
+        v = run.doc.attr(node, self.name)
+        if v is None:
+            return False
+        return True if self.test is None else self.test(v)
+
+
+class TextTest(Pred):
+    """``text()`` or ``text() op literal``: each text node is compared on its own."""
+
+    __slots__ = ("test",)
+
+    def __init__(self, test: Callable[[str], bool] | None, key: str) -> None:
+        self.test, self.key = test, key
+
+    def ev(self, run, node, pos):
+        texts = run.doc.text_nodes(node)
+        if self.test is None:
+            return bool(texts)
+        test = self.test
+        return any(test(t) for t in texts)
+
+
+class SelfTest(Pred):
+    """``. op literal``: the element's string-value (all descendant text)."""
+
+    __slots__ = ("test",)
+
+    def __init__(self, test: Callable[[str], bool], key: str) -> None:
+        self.test, self.key = test, key
+
+    def ev(self, run, node, pos):
+        return self.test(run.doc.string_value(node))
+
+
+class Always(Pred):
+    """``[.]``: the context element exists."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self.key = "."
+
+    def ev(self, run, node, pos):
+        return True
+
+
+class PosTest(Pred):
+    """``[n]`` / ``position() op n``."""
+
+    __slots__ = ("op", "value")
+    positional = True
+
+    def __init__(self, op: str, value: float, key: str) -> None:
+        self.op, self.value, self.key = OPS[op], value, key
+
+    def ev(self, run, node, pos):
+        return self.op(float(pos), self.value)
+
+
+class Nested(Pred):
+    """Existence of a nested relative path below the element (a join)."""
+
+    __slots__ = ("rel",)
+
+    def __init__(self, rel: "RelPath") -> None:
+        self.rel, self.key = rel, rel.key
+
+    def ev(self, run, node, pos):
+        return self.rel.state in run.witnessed(node)
+
+    def rels(self):
+        return [self.rel]
+
+
+class Func(Pred):
+    """``contains(a, b)`` / ``starts-with(a, b)`` over ``string()`` of each argument
+    (for a node-set: the string-value of its first node in document order)."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, name: str, args: tuple["StrArg", ...], key: str) -> None:
+        self.fn = str.__contains__ if name == "contains" else str.startswith
+        self.args, self.key = args, key
+
+    def ev(self, run, node, pos):
+        a, b = self.args
+        return self.fn(a.string(run, node), b.string(run, node))
+
+    def subguards(self) -> list["Guard"]:
+        return [g for a in self.args if a.rel is not None
+                for _, _, g in a.rel.steps if g is not None]
+
+
+class NotP(Pred):
+    __slots__ = ("item", "positional")
+
+    def __init__(self, item: Pred) -> None:
+        self.item, self.key, self.positional = item, f"not({item.key})", item.positional
+
+    def ev(self, run, node, pos):
+        return not self.item.ev(run, node, pos)
+
+    def rels(self):
+        return self.item.rels()
+
+    def subguards(self):
+        return self.item.subguards()
+
+
+class AndP(Pred):
+    __slots__ = ("items", "positional")
+
+    def __init__(self, items: tuple[Pred, ...]) -> None:
+        self.items = items
+        self.key = " and ".join(f"({i.key})" for i in items)
+        self.positional = any(i.positional for i in items)
+
+    def ev(self, run, node, pos):
+        for i in self.items:
+            if not i.ev(run, node, pos):
+                return False
+        return True
+
+    def conjuncts(self):
+        return tuple(c for i in self.items for c in i.conjuncts())
+
+    def rels(self):
+        return [r for i in self.items for r in i.rels()]
+
+    def subguards(self):
+        return [g for i in self.items for g in i.subguards()]
+
+
+class OrP(Pred):
+    __slots__ = ("items", "positional")
+
+    def __init__(self, items: tuple[Pred, ...]) -> None:
+        self.items = items
+        self.key = " or ".join(f"({i.key})" for i in items)
+        self.positional = any(i.positional for i in items)
+
+    def ev(self, run, node, pos):
+        for i in self.items:
+            if i.ev(run, node, pos):
+                return True
+        return False
+
+    def rels(self):
+        return [r for i in self.items for r in i.rels()]
+
+    def subguards(self):
+        return [g for i in self.items for g in i.subguards()]
+
+
+class StrArg:
+    """A function argument: a literal or ``string(relative path)``."""
+
+    __slots__ = ("literal", "rel", "tail", "key")
+
+    def __init__(self, key: str, literal: str | None = None, rel: "RelPath | None" = None,
+                 tail: tuple[str, str | None] | None = None) -> None:
+        # tail: ('self', None) | ('attr', name) | ('text', None)
+        self.key, self.literal, self.rel, self.tail = key, literal, rel, tail
+
+    def string(self, run, node) -> str:
+        if self.literal is not None:
+            return self.literal
+        doc = run.doc
+        nodes = [node] if self.rel is None else self.rel.select(run, node)
+        kind, name = self.tail
+        for n in nodes:
+            if kind == "self":
+                return doc.string_value(n)
+            if kind == "attr":
+                v = doc.attr(n, name)
+                if v is not None:
+                    return v
+            else:
+                texts = doc.text_nodes(n)
+                if texts:
+                    return texts[0]
+        return ""
+
+
+class Guard:
+    """The predicates of one step (with its name test, which positions depend on)."""
+
+    __slots__ = ("key", "test", "preds", "anchor", "refs", "positional")
+
+    def __init__(self, test: str, preds: tuple[Pred, ...]) -> None:
+        self.test, self.preds = test, preds
+        self.key = test + "".join(f"[{p.key}]" for p in preds)
+        self.refs = 0
+        self.positional = any(p.positional for p in preds)
+        self.anchor = self._anchor()
+
+    def __repr__(self) -> str:
+        return f"Guard({self.key})"
+
+    def _anchor(self) -> tuple:
+        # Any top-level conjunct of any predicate must hold at the element itself
+        # (positions do not change what @a is), so it can stand for the whole guard
+        # in an index. Prefer the most selective kind.
+        eq = rel = has = None
+        for p in self.preds:
+            for c in p.conjuncts():
+                if isinstance(c, AttrTest):
+                    if c.eq is not None and eq is None:
+                        eq = ("eq", c.name, c.eq)
+                    elif c.test is None and has is None:
+                        has = ("has", c.name)
+                elif isinstance(c, Nested) and rel is None:
+                    rel = ("rel", c.rel)
+        return eq or rel or has or ("always",)
+
+    def rels(self) -> list["RelPath"]:
+        return [r for p in self.preds for r in p.rels()]
+
+    def subguards(self) -> list["Guard"]:
+        return [g for p in self.preds for g in p.subguards()]
+
+    def check(self, run, node) -> bool:
+        memo = run.memo
+        key = (self, node)
+        r = memo.get(key)
+        if r is None:
+            r = memo[key] = self._holds(run, node, len(self.preds))
+        return r
+
+    def _holds(self, run, node, k: int) -> bool:
+        """Do the first ``k`` predicates hold at ``node``, each with the position the
+        element has among the siblings that passed the predicates before it?"""
+        preds = self.preds
+        for j in range(k):
+            p = preds[j]
+            pos = self._position(run, node, j) if p.positional else 0
+            if not p.ev(run, node, pos):
+                return False
+        return True
+
+    def _position(self, run, node, k: int) -> int:
+        doc, memo, test = run.doc, run.memo, self.test
+        pos = 1
+        for sib in doc.preceding_siblings(node):
+            if test != "*" and doc.tag(sib) != test:
+                continue
+            key = (self, sib, k)
+            ok = memo.get(key)
+            if ok is None:
+                ok = memo[key] = self._holds(run, sib, k)
+            if ok:
+                pos += 1
+        return pos
+
+
+class RelPath:
+    """A nested relative path, e.g. ``head/pubdata[@edition.area = 'SF']``, as steps
+    ``(axis, test, guard)``. ``state`` is its accepting state in the relative NFA
+    once registered."""
+
+    __slots__ = ("key", "steps", "state", "refs")
+
+    def __init__(self, key: str, steps: tuple[tuple[str, str, Guard | None], ...]) -> None:
+        self.key, self.steps = key, steps
+        self.state = None
+        self.refs = 0
+
+    def select(self, run, node) -> list:
+        """The nodes the path selects from ``node``, in document order (used for
+        ``string()`` of function arguments, where the first node counts)."""
+        doc = run.doc
+        current = [node]
+        for axis, test, guard in self.steps:
+            seen = set()
+            nxt = []
+            for c in current:
+                for n in (doc.children(c) if axis == "/" else doc.descendants(c)):
+                    if (test == "*" or doc.tag(n) == test) and n not in seen \
+                            and (guard is None or guard.check(run, n)):
+                        seen.add(n)
+                        nxt.append(n)
+            current = nxt
+            if not current:
+                return current
+        if len(current) > 1:
+            current.sort(key=doc.order)
+        return current
