@@ -44,6 +44,21 @@ def _secure_parser() -> etree.XMLParser:
     )
 
 
+def parse_xml(data: bytes | str) -> etree._Element:
+    """Securely parse XML text into an lxml element (the parse behind
+    :meth:`Message.from_xml`); :class:`FormatError` if malformed or too large."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise FormatError(
+            f"message of {len(data)} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes"
+        )
+    try:
+        return etree.fromstring(data, _secure_parser())
+    except etree.XMLSyntaxError as exc:
+        raise FormatError(f"malformed XML: {exc}") from None
+
+
 @dataclass(slots=True, eq=False)
 class Message:
     """An XML message as a preorder element table (see the module docstring).
@@ -88,17 +103,7 @@ class Message:
     def from_xml(cls, data: bytes | str) -> "Message":
         """Parse XML text into a message; raises :class:`FormatError` if it is
         malformed, too large, too deep, or uses entity references."""
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise FormatError(
-                f"message of {len(data)} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes"
-            )
-        try:
-            root = etree.fromstring(data, _secure_parser())
-        except etree.XMLSyntaxError as exc:
-            raise FormatError(f"malformed XML: {exc}") from None
-        return cls.from_element(root)
+        return cls.from_element(parse_xml(data))
 
     @classmethod
     def from_element(cls, root: etree._Element) -> "Message":
@@ -155,20 +160,26 @@ class Message:
         return etree.tostring(self.to_element(), encoding="utf-8")
 
     def to_element(self) -> etree._Element:
-        """Rebuild an lxml element tree."""
+        """Rebuild an lxml element tree; :class:`FormatError` if a name or string
+        in the table is not allowed in XML."""
         if not self.tags:
             raise FormatError("empty message has no root element")
         nodes: list[etree._Element] = []
-        for i, tag in enumerate(self.tags):
-            p = self.parents[i]
-            nsmap = self.nsmaps[i] or None
-            if p < 0:
-                el = etree.Element(tag, self.attrs[i], nsmap=nsmap)
-            else:
-                el = etree.SubElement(nodes[p], tag, self.attrs[i], nsmap=nsmap)
-            if self.texts[i]:
-                el.text = self.texts[i]
-            if self.tails[i]:
-                el.tail = self.tails[i]
-            nodes.append(el)
+        try:
+            for i, tag in enumerate(self.tags):
+                p = self.parents[i]
+                nsmap = self.nsmaps[i] or None
+                if p < 0:
+                    el = etree.Element(tag, self.attrs[i], nsmap=nsmap)
+                else:
+                    el = etree.SubElement(nodes[p], tag, self.attrs[i], nsmap=nsmap)
+                if self.texts[i]:
+                    el.text = self.texts[i]
+                if self.tails[i]:
+                    el.tail = self.tails[i]
+                nodes.append(el)
+        except (ValueError, TypeError) as exc:
+            # lxml refuses control characters and bad names: the table did not come
+            # from a parse (a corrupted binary payload, say), so it is a format error.
+            raise FormatError(f"message cannot be serialized as XML: {exc}") from None
         return nodes[0]

@@ -1,0 +1,143 @@
+"""The packet header: Onyx's fields as Kafka record headers.
+
+Every record on a broker's inbound topic carries ``onyx-flow`` (``xml``, ``query``,
+``catalog`` or ``control``); XML packets also name their wire format, their source,
+the root broker of their broadcast tree, a message id that stays the same on every
+hop (for de-duplication), and the dictionary and schema versions they need.
+
+>>> h = PacketHeader("xml", format="stream-dict+zstd", source_id="afp", root_broker="b1",
+...                  message_id="afp-42", dictionary_version=3)
+>>> PacketHeader.from_kafka(h.to_kafka()) == h
+True
+>>> h.to_kafka()[:2]
+[('onyx-flow', b'xml'), ('onyx-format', b'stream-dict+zstd')]
+>>> PacketHeader.from_kafka([("onyx-flow", b"xml"), ("onyx-format", b"yaml")])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+formats.errors.FormatError: unknown format 'yaml' (available: ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+
+from formats.dictionary import Dictionary, DictionaryStore
+from formats.errors import FormatError
+from formats.message import Message
+from formats.registry import Buffer, get
+
+FLOWS = ("xml", "query", "catalog", "control")
+"""The four packet flows a broker's inbound topic multiplexes."""
+
+_PREFIX = "onyx-"
+_HEADER_NAMES = {
+    "flow": "onyx-flow",
+    "format": "onyx-format",
+    "source_id": "onyx-source",
+    "root_broker": "onyx-root-broker",
+    "message_id": "onyx-message-id",
+    "dictionary_version": "onyx-dictionary-version",
+    "schema_version": "onyx-schema-version",
+}
+_FIELDS_BY_HEADER = {header: name for name, header in _HEADER_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class PacketHeader:
+    """Onyx's header fields; construction checks them, so a header that exists is valid.
+
+    ``format`` is required on the ``xml`` flow (other flows carry JSON the broker
+    defines); ``source_id`` and ``dictionary_version`` are required when the format
+    needs the source's dictionary.
+    """
+
+    flow: str
+    format: str | None = None
+    source_id: str | None = None
+    root_broker: str | None = None
+    message_id: str | None = None
+    dictionary_version: int | None = None
+    schema_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.flow not in FLOWS:
+            raise FormatError(f"unknown packet flow {self.flow!r} (flows: {', '.join(FLOWS)})")
+        for name in ("format", "source_id", "root_broker", "message_id", "schema_version"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not str or not value):
+                raise FormatError(f"packet header {name} must be a non-empty string, not {value!r}")
+        version = self.dictionary_version
+        if version is not None and (type(version) is not int or version < 0):
+            raise FormatError(f"dictionary version must be an integer >= 0, not {version!r}")
+        if self.format is None:
+            if self.flow == "xml":
+                raise FormatError("an xml packet must name its format (onyx-format)")
+            return
+        if get(self.format).needs_dictionary and (version is None or self.source_id is None):
+            raise FormatError(
+                f"format {self.format!r} needs a dictionary: the header must name "
+                "the source (onyx-source) and the dictionary version (onyx-dictionary-version)"
+            )
+
+    def to_kafka(self) -> list[tuple[str, bytes]]:
+        """Kafka record headers (only the fields that are set)."""
+        out = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out.append((_HEADER_NAMES[f.name], str(value).encode("utf-8")))
+        return out
+
+    @classmethod
+    def from_kafka(cls, headers: Iterable[tuple[str | bytes, bytes | None]] | None) -> "PacketHeader":
+        """Read Onyx's fields from Kafka record headers (other headers are ignored).
+
+        Accepts kafka-python's list of ``(str, bytes)`` pairs and Spark's header rows.
+        """
+        values: dict[str, object] = {}
+        for key, raw in headers or ():
+            if isinstance(key, (bytes, bytearray)):
+                key = bytes(key).decode("utf-8", "replace")
+            if not isinstance(key, str) or not key.startswith(_PREFIX):
+                continue
+            name = _FIELDS_BY_HEADER.get(key)
+            if name is None:
+                continue  # a newer broker's header: ignoring it keeps old brokers working
+            if name in values:
+                raise FormatError(f"packet header {key} appears twice")
+            values[name] = _header_value(key, raw)
+        if "flow" not in values:
+            raise FormatError("record has no onyx-flow header")
+        version = values.get("dictionary_version")
+        if version is not None:
+            if not (version.isascii() and version.isdigit()):
+                raise FormatError(f"onyx-dictionary-version is not a version number: {version!r}")
+            values["dictionary_version"] = int(version)
+        return cls(**values)
+
+    def dictionary(self, store: DictionaryStore) -> Dictionary | None:
+        """The dictionary this packet's format needs (``None`` if none), or
+        :class:`FormatError` if the store does not know that version."""
+        if self.format is None or not get(self.format).needs_dictionary:
+            return None
+        return store.get(self.source_id, self.dictionary_version)
+
+    def decode(self, payload: Buffer, store: DictionaryStore | None = None) -> Message:
+        """Decode an xml packet's payload as this header describes it."""
+        if self.flow != "xml":
+            raise FormatError(f"a {self.flow} packet does not carry a message")
+        dictionary = self.dictionary(store if store is not None else DictionaryStore())
+        return get(self.format).decode(payload, dictionary)
+
+
+def _header_value(key: str, raw: object) -> str:
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise FormatError(f"packet header {key} has no value")
+    try:
+        value = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError(f"packet header {key} is not UTF-8") from None
+    if not value:
+        raise FormatError(f"packet header {key} is empty")
+    return value

@@ -1,0 +1,48 @@
+"""Shared data for the formats tests: the news corpus (skipped when absent) and
+dictionaries learned from it and from generated documents."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import formats
+from broker import config
+
+CORPUS = sorted(config.CORPUS_DIR.glob("*.xml")) if config.CORPUS_DIR.is_dir() else []
+
+settings.register_profile(
+    "formats",
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("formats")
+
+
+def corpus_params() -> list:
+    """One pytest param per corpus file, or one skipped param when the corpus is absent."""
+    if not CORPUS:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no corpus at {config.CORPUS_DIR}"))]
+    return [pytest.param(path, id=path.name) for path in CORPUS]
+
+
+@pytest.fixture(scope="session")
+def corpus_dictionary() -> formats.Dictionary:
+    """A dictionary (names and zstd) learned from half of the corpus, so the other
+    half exercises names the dictionary lacks."""
+    if not CORPUS:
+        pytest.skip(f"no corpus at {config.CORPUS_DIR}")
+    return formats.learn_dictionary("news", [p.read_bytes() for p in CORPUS[::2]])
+
+
+@pytest.fixture(scope="session")
+def small_dictionary() -> formats.Dictionary:
+    """A dictionary learned from a fixed handful of small documents: most generated
+    names are missing from it, which exercises the inline escape."""
+    sample = [
+        b'<nitf version="3"><head><title>t%d</title><meta name="a" content="b"/></head>'
+        b"<body><p>x</p></body></nitf>" % i
+        for i in range(12)
+    ]
+    return formats.learn_dictionary("gen", sample)
