@@ -85,7 +85,7 @@ class StreamCodec:
     def decode(self, payload: bytes, dictionary: Dictionary | None) -> Message:
         """Decode and validate a payload; :class:`FormatError` if it is not one."""
         try:
-            fields = msgpack.unpackb(payload, strict_map_key=not self.needs_dictionary)
+            fields = msgpack.unpackb(payload, strict_map_key=False)
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise FormatError(f"{self.name} payload is not valid msgpack: {exc}") from None
         if type(fields) is not list or len(fields) != _FIELDS:

@@ -4,21 +4,10 @@ dictionaries learned from it and from generated documents."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, settings
-
 import formats
 from broker import config
 
 CORPUS = sorted(config.CORPUS_DIR.glob("*.xml")) if config.CORPUS_DIR.is_dir() else []
-
-settings.register_profile(
-    "formats",
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.load_profile("formats")
-
 
 def corpus_params() -> list:
     """One pytest param per corpus file, or one skipped param when the corpus is absent."""

@@ -4,8 +4,17 @@ whitespace-only text, comments and processing instructions."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from lxml import etree
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,  # shared CPUs: a slow example is not a failure
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+"""Hypothesis settings for the formats tests (a decorator; never a global profile,
+which would change other packages' tests)."""
 
 NAMESPACES = ["http://iptc.org/std/nar/2006-10-01/", "urn:x-onyx:a", "urn:x-onyx:b"]
 LOCAL_NAMES = ["nitf", "head", "body", "p", "hl1", "meta", "tobject.subject", "x-y", "_z", "été", "名前"]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import formats
 from formats import FormatError
 
+from .docgen import SETTINGS
 from .infoset import check_invariants
 
 FORMATS = formats.available()
@@ -38,7 +39,7 @@ def seeds(small_dictionary) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("name", FORMATS)
-@settings(max_examples=40)
+@settings(SETTINGS, max_examples=40)
 @given(payload=st.binary(max_size=300))
 def test_random_bytes(name, payload, small_dictionary) -> None:
     _decode_only_format_errors(name, payload, small_dictionary)
@@ -67,7 +68,7 @@ def mutations(draw: st.DrawFn, data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("name", FORMATS)
-@settings(max_examples=60)
+@settings(SETTINGS, max_examples=60)
 @given(data=st.data())
 def test_mutated_payloads(name, data, seeds, small_dictionary) -> None:
     _decode_only_format_errors(name, data.draw(mutations(seeds[name])), small_dictionary)

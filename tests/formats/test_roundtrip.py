@@ -4,13 +4,13 @@ on generated documents."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 import formats
 from formats import Message
 
 from .conftest import corpus_params
-from .docgen import documents
+from .docgen import SETTINGS, documents
 from .infoset import check_invariants, infoset, table
 
 FORMATS = formats.available()
@@ -41,6 +41,7 @@ def test_corpus_file_round_trips_in_every_format(path, corpus_dictionary) -> Non
         assert formats.encode(name, message, dictionary=corpus_dictionary) is not None
 
 
+@settings(SETTINGS, max_examples=120)
 @given(documents())
 def test_generated_documents_round_trip_in_every_format(small_dictionary, xml) -> None:
     expected = infoset(xml)
