@@ -15,6 +15,7 @@ formats.errors.FormatError: invalid XML name '1st'
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 from formats.errors import FormatError
@@ -44,6 +45,33 @@ def check_name(name: object) -> str:
 def _valid_name(name: str) -> bool:
     # Cached: the same few hundred names recur in every message of a source.
     return _CLARK.fullmatch(name) is not None
+
+
+_SEEN: set[str] = set()
+_SEEN_LIMIT = 1 << 16
+
+
+def check_names(names: Iterable[object]) -> None:
+    """:func:`check_name` for many names at once; names checked before cost one set
+    lookup, which is what decoding a message's name table needs to be cheap.
+    ``names`` is iterated at most twice (pass a list, or a factory's fresh iterators
+    to :func:`known_names` first)."""
+    if known_names(names):
+        return
+    new = set(names).difference(_SEEN)
+    for name in new:
+        check_name(name)
+    if len(_SEEN) > _SEEN_LIMIT:
+        _SEEN.clear()  # bounded: a stream of ever-new names must not grow memory
+    _SEEN.update(new)
+
+
+def known_names(names: Iterable[object]) -> bool:
+    """Whether every name was checked before (a C-level set test)."""
+    try:
+        return _SEEN.issuperset(names)
+    except TypeError:
+        raise FormatError("a name is not a string") from None
 
 
 def check_prefix(prefix: object) -> str | None:

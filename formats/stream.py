@@ -11,9 +11,12 @@ Layout (one msgpack array, columnar so that decoding is mostly one C-level
 * ``names`` -- Clark names the codes refer to: every element name of the message for
   ``stream``; for ``stream-dict`` only names missing from the dictionary, whose codes
   continue after the dictionary's (the escape for unknown names);
-* ``codes`` -- element names as integers, in document (pre)order;
-* ``depths`` -- element depths (root = 1); parents and subtree ends follow from them
-  and are recomputed on decode, which also proves the tree is well formed;
+* ``codes`` -- element names as integers, in document (pre)order, packed in a msgpack
+  ``bin``: one byte each, or two (little-endian) if a code exceeds 255 -- ``list()``
+  of it yields ints without a per-item type check;
+* ``depths`` -- element depths (root = 1), packed the same way; parents and subtree
+  ends follow from them and are recomputed on decode, which also proves the tree is
+  well formed;
 * ``attrs`` -- one map per element: name -> value for ``stream`` (msgpack builds the
   dicts in C), code -> value for ``stream-dict``;
 * ``texts``, ``tails`` -- text before the first child and after the end tag;
@@ -27,6 +30,9 @@ b'<a x="1">hi<b/>there</a>'
 
 from __future__ import annotations
 
+import sys
+from array import array
+from collections.abc import Callable
 from itertools import chain, compress, repeat
 from typing import TYPE_CHECKING
 
@@ -34,7 +40,7 @@ import msgpack
 
 from formats.errors import FormatError
 from formats.message import MAX_DEPTH, Message
-from formats.names import check_name, check_prefix, check_uri
+from formats.names import check_names, check_prefix, check_uri, known_names
 
 if TYPE_CHECKING:
     from formats.dictionary import Dictionary
@@ -78,12 +84,15 @@ class StreamCodec:
         nsmaps = m.nsmaps
         ns = [x for i in compress(range(n), nsmaps) for p, u in nsmaps[i].items() for x in (i, p, u)]
         try:
-            return msgpack.packb(head + [names, codes, m.depths, attrs, m.texts, m.tails, ns])
+            columns = [names, _pack_ints(codes), _pack_ints(m.depths), attrs, m.texts, m.tails, ns]
+            return msgpack.packb(head + columns)
         except (TypeError, ValueError, OverflowError) as exc:
             raise FormatError(f"cannot encode message: {exc}") from None
 
     def decode(self, payload: bytes, dictionary: Dictionary | None) -> Message:
         """Decode and validate a payload; :class:`FormatError` if it is not one."""
+        # Every check below is a C-level pass (or one short Python loop): decoding is
+        # on every broker's receive path and must stay well under an XML parse.
         try:
             fields = msgpack.unpackb(payload, strict_map_key=False)
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
@@ -93,19 +102,32 @@ class StreamCodec:
         kind, version, digest, names, codes, depths, attrs, texts, tails, ns = fields
         if kind != self.kind:
             raise FormatError(f"payload is not {self.name} (layout kind {kind!r})")
-        if not (type(names) is list and type(codes) is list and type(ns) is list):
+        if not (type(names) is type(attrs) is type(texts) is type(tails) is type(ns) is list):
             raise FormatError(f"{self.name} payload does not have the element stream layout")
-        n = len(codes)
-        if not n or not all(type(col) is list and len(col) == n for col in (depths, attrs, texts, tails)):
+        n = len(texts)
+        if not n or not len(attrs) == len(tails) == n:
             raise FormatError(f"{self.name} payload has columns of different lengths")
-        table = self._name_table(names, version, digest, dictionary)
-        if set(map(type, codes)) != {int} or min(codes) < 0 or max(codes) >= len(table):
-            raise FormatError(f"{self.name} payload has element codes outside its name table")
-        tags = list(map(table.__getitem__, codes))
+        check_names(names)
+        name = self._name_table(names, version, digest, dictionary)
+        try:
+            tags = list(map(name, _unpack_ints(codes, n)))
+        except KeyError:
+            raise FormatError(f"{self.name} payload has element codes outside its name table") from None
+        depths = _unpack_ints(depths, n)
         parents, ends = _structure(depths)
-        if not set(map(type, chain(texts, tails))) <= {str} or tails[0]:
-            raise FormatError(f"{self.name} payload has non-string text or a tail on the root")
-        attrs = self._attributes(attrs, table)
+        try:
+            "".join(texts)
+            "".join(tails)
+            # Also proves that every attribute column entry is a dict.
+            "".join(chain.from_iterable(map(dict.values, attrs)))
+        except TypeError:
+            raise FormatError(f"{self.name} payload has text or attribute values that are not strings") from None
+        if tails[0]:
+            raise FormatError(f"{self.name} payload has a tail after the root element")
+        if self.needs_dictionary:
+            _rename_attributes(attrs, name)
+        elif not known_names(chain.from_iterable(attrs)):
+            check_names(list(chain.from_iterable(attrs)))
         return Message(
             tags=tags,
             depths=depths,
@@ -118,39 +140,31 @@ class StreamCodec:
         )
 
     def _name_table(
-        self, names: list, version: object, digest: object, dictionary: Dictionary | None
-    ) -> list[str] | tuple[str, ...]:
-        local = list(map(check_name, names))
-        if len(set(local)) != len(local):
-            raise FormatError(f"{self.name} payload lists a name twice")
+        self, names: list[str], version: object, digest: object, dictionary: Dictionary | None
+    ) -> Callable[[int], str]:
+        """The code -> name lookup of this payload (a dict, so a bad code -- negative
+        ones included -- is a KeyError)."""
         if not self.needs_dictionary:
-            return local
+            return dict(enumerate(names)).__getitem__
         if version != dictionary.version or digest != dictionary.digest:
             raise FormatError(
                 f"payload was encoded with dictionary version {version!r} of its source, "
                 f"not with {dictionary.source_id!r} v{dictionary.version} (or the content differs)"
             )
-        if any(name in dictionary.index for name in local):
-            raise FormatError(f"{self.name} payload escapes a name its dictionary already has")
-        return dictionary.names + tuple(local) if local else dictionary.names
+        if not names:
+            return dictionary.by_code.__getitem__
+        base = len(dictionary.names)
+        return {**dictionary.by_code, **{base + k: local for k, local in enumerate(names)}}.__getitem__
 
-    def _attributes(self, attrs: list, table: list[str] | tuple[str, ...]) -> list[dict[str, str]]:
-        if set(map(type, attrs)) != {dict}:
-            raise FormatError(f"{self.name} payload has attributes that are not maps")
-        if not set(map(type, chain.from_iterable(map(dict.values, attrs)))) <= {str}:
-            raise FormatError(f"{self.name} payload has non-string attribute values")
-        keys = set(chain.from_iterable(attrs))
-        if not self.needs_dictionary:
-            for name in keys:
-                check_name(name)
-            return attrs
-        if keys and (set(map(type, keys)) != {int} or min(keys) < 0 or max(keys) >= len(table)):
-            raise FormatError(f"{self.name} payload has attribute codes outside its name table")
-        name = table.__getitem__
+
+def _rename_attributes(attrs: list[dict], name: Callable[[int], str]) -> None:
+    """Replace the codes keying ``stream-dict`` attributes by names, in place."""
+    try:
         for i in compress(range(len(attrs)), attrs):
             a = attrs[i]
             attrs[i] = dict(zip(map(name, a), a.values()))
-        return attrs
+    except (KeyError, TypeError):
+        raise FormatError("stream-dict payload has attribute codes outside its name table") from None
 
 
 def _codes_with_dictionary(
@@ -180,24 +194,57 @@ def _coded(m: Message, index: dict[str, int]) -> tuple[list[int], list[dict[int,
     return codes, attrs
 
 
-def _structure(depths: list) -> tuple[list[int], list[int]]:
+def _pack_ints(values: list[int]) -> bytes:
+    """Small non-negative integers as one byte each, or two (little-endian) when
+    one of them exceeds 255: ``list(blob)`` gives them back as ints in C."""
+    try:
+        return bytes(values)
+    except ValueError:
+        wide = array("H", values)  # OverflowError past 65535: caught by the encoder
+        if sys.byteorder == "big":
+            wide.byteswap()
+        return wide.tobytes()
+
+
+def _unpack_ints(blob: object, n: int) -> list[int]:
+    """Inverse of :func:`_pack_ints` for ``n`` values (the width follows from the length)."""
+    if type(blob) is bytes and len(blob) == n:
+        return list(blob)
+    if type(blob) is bytes and len(blob) == 2 * n:
+        wide = array("H", blob)
+        if sys.byteorder == "big":
+            wide.byteswap()
+        return wide.tolist()
+    raise FormatError("element stream integer column has the wrong type or length")
+
+
+def _structure(depths: list[int]) -> tuple[list[int], list[int]]:
     """Parents and subtree ends from preorder depths; :class:`FormatError` unless the
     depths describe one tree (root at 1, each step down by at most one level)."""
+    if depths[0] != 1:
+        raise FormatError("element stream must start with the root element at depth 1")
+    # at[d] is the latest element seen at depth d: with steps down of at most one
+    # level, that is the open element at depth d, the parent of the next at d + 1.
+    at = [-1] * (MAX_DEPTH + 1)
+    parents: list[int] = []
+    add = parents.append
+    previous = i = 0
+    try:
+        for d in depths:
+            if d > previous + 1 or (d < 2 and i):
+                raise FormatError(f"element {i} at depth {d} does not continue the tree")
+            add(at[d - 1])
+            at[d] = i
+            previous = d
+            i += 1
+    except IndexError:
+        raise FormatError(f"element {i} is nested deeper than the limit of {MAX_DEPTH}") from None
     n = len(depths)
-    if set(map(type, depths)) != {int} or depths[0] != 1 or max(depths) > MAX_DEPTH:
-        raise FormatError(f"element stream depths must be integers from 1 to {MAX_DEPTH}, root first")
-    if n > 1 and min(depths[1:]) < 2:
-        raise FormatError("element stream has more than one root element")
-    parents = [-1] * n
-    ends = [n] * n
-    open_ = [-1]  # open_[d] is the open element at depth d; -1 stands for "no parent"
-    for i, d in enumerate(depths):
-        while len(open_) > d:
-            ends[open_.pop()] = i
-        if len(open_) != d:
-            raise FormatError(f"element {i} is at depth {d}, below a parent at depth {len(open_) - 1}")
-        parents[i] = open_[-1]
-        open_.append(i)
+    ends = list(range(1, n + 1))
+    for i in range(n - 1, 0, -1):  # a subtree ends where its last child's does
+        e, p = ends[i], parents[i]
+        if e > ends[p]:
+            ends[p] = e
     return parents, ends
 
 
