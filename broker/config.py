@@ -37,3 +37,17 @@ SPARK_MASTER = os.environ.get("ONYX_SPARK_MASTER", "local[2]")
 
 SPARK_DRIVER_MEMORY = os.environ.get("ONYX_SPARK_DRIVER_MEMORY", "2g")
 """Driver memory of the local Spark application (ONYX_SPARK_DRIVER_MEMORY)."""
+
+DATABASE_URL = os.environ.get("ONYX_DATABASE_URL", f"sqlite:///{RUN_DIR / 'onyx.db'}")
+"""Where the registration service keeps sources and profiles (ONYX_DATABASE_URL):
+a SQLite file by default, or ``postgresql+psycopg://user:pass@host/db``."""
+
+API_HOST = os.environ.get("ONYX_API_HOST", "127.0.0.1")
+"""Address the registration service binds to (ONYX_API_HOST); loopback by default."""
+
+API_PORT = int(os.environ.get("ONYX_API_PORT", "8080"))
+"""Port of the registration service (ONYX_API_PORT)."""
+
+PLACEMENT = os.environ.get("ONYX_PLACEMENT", "nearest")
+"""How a profile's host broker is chosen (ONYX_PLACEMENT): ``nearest`` (the subscriber's hint, else
+round robin) or ``round-robin``."""

@@ -1,0 +1,90 @@
+"""Query-flow and catalog-flow packets, and the producer that sends them.
+
+A profile change becomes a ``query`` packet on its host broker's inbound topic and a
+record on the compacted ``onyx.profiles`` topic (a tombstone on delete), keyed by
+profile id; a source registration becomes a ``catalog`` packet on its root broker's
+inbound topic and a record on the compacted ``onyx.catalog`` topic. Payloads are JSON.
+
+>>> key, value, headers = query_packet("add", ProfileRecord("p1", "/a", "b5", "onyx.deliver.b5", 1))
+>>> key, json.loads(value)["op"], headers
+(b'p1', 'add', [('onyx-flow', b'query')])
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol
+
+from broker import topics
+from broker.store import ProfileRecord, SourceRecord
+from formats.header import PacketHeader
+
+OPS = ("add", "update", "delete")
+
+Packet = tuple[bytes, bytes | None, list[tuple[str, bytes]]]
+
+
+def query_packet(op: str, profile: ProfileRecord) -> Packet:
+    """The ``query`` packet for adding, updating or deleting one profile."""
+    if op not in OPS:
+        raise ValueError(f"unknown query op {op!r}; one of {OPS}")
+    body = {"op": op, "profile_id": profile.id, "version": profile.version, "host_broker": profile.host_broker}
+    if op != "delete":
+        body |= {"text": profile.text, "delivery_topic": profile.delivery_topic}
+    return profile.id.encode(), json.dumps(body).encode(), PacketHeader("query").to_kafka()
+
+
+def catalog_packet(source: SourceRecord) -> Packet:
+    """The ``catalog`` packet announcing a source to its root broker."""
+    body = {"op": "add", "source_id": source.id, "name": source.name, "root_broker": source.root_broker,
+            "schema": source.schema, "rate": source.rate, "size": source.size}
+    return source.id.encode(), json.dumps(body).encode(), PacketHeader("catalog", source_id=source.id).to_kafka()
+
+
+class PacketSendError(RuntimeError):
+    """A control packet could not be written to Kafka (the change is not registered)."""
+
+
+class Sender(Protocol):
+    """Where control packets go; :class:`KafkaSender` in production."""
+
+    def send(self, topic: str, packet: Packet) -> None: ...
+
+
+class KafkaSender:
+    """Sends packets synchronously (acks=all), so a failure surfaces before the
+    registration is committed and nothing is left half-registered."""
+
+    def __init__(self, bootstrap_servers: str, timeout_s: float = 15.0) -> None:
+        from kafka import KafkaProducer
+
+        self.timeout_s = timeout_s
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", retries=3,
+                                      max_block_ms=int(timeout_s * 1000))
+
+    def send(self, topic: str, packet: Packet) -> None:
+        from kafka.errors import KafkaError
+
+        key, value, headers = packet
+        try:
+            self.producer.send(topic, key=key, value=value, headers=headers).get(timeout=self.timeout_s)
+        except KafkaError as exc:
+            raise PacketSendError(f"could not write to Kafka topic {topic}: {exc}") from exc
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def announce_profile(sender: Sender, op: str, profile: ProfileRecord) -> None:
+    """Send a profile change to its host broker and to the compacted profile log."""
+    packet = query_packet(op, profile)
+    sender.send(topics.broker_topic(profile.host_broker), packet)
+    key, value, headers = packet
+    sender.send(topics.PROFILES, (key, None if op == "delete" else value, headers))
+
+
+def announce_source(sender: Sender, source: SourceRecord) -> None:
+    """Send a new source to its root broker and to the compacted catalog."""
+    packet = catalog_packet(source)
+    sender.send(topics.broker_topic(source.root_broker), packet)
+    sender.send(topics.CATALOG, packet)

@@ -1,0 +1,75 @@
+"""Running the registration service: in the foreground (``onyx serve``) or in a
+background thread (``onyx up`` and the tests), always on a real uvicorn HTTP server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from broker import config
+from broker.control_packets import KafkaSender
+from broker.service import create_app
+from broker.store import Store
+from broker.topics import CATALOG, PROFILES, ensure_topics, broker_topic
+from routing.overlay import Overlay, builtin
+
+
+@dataclass
+class ServiceSettings:
+    bootstrap_servers: str
+    overlay: Overlay
+    database_url: str = config.DATABASE_URL
+    host: str = config.API_HOST
+    port: int = config.API_PORT
+    placement: str = config.PLACEMENT
+
+
+def build_app(settings: ServiceSettings):
+    """The FastAPI app wired to a real database and a real Kafka producer."""
+    ensure_topics(settings.bootstrap_servers,
+                  [CATALOG, PROFILES] + [broker_topic(b) for b in settings.overlay.brokers])
+    sender = KafkaSender(settings.bootstrap_servers)
+    app = create_app(Store(settings.database_url), settings.overlay, sender, settings.placement)
+    app.router.on_shutdown.append(sender.close)
+    return app
+
+
+def serve(settings: ServiceSettings) -> None:
+    """Serve until interrupted (Ctrl-C)."""
+    uvicorn.run(build_app(settings), host=settings.host, port=settings.port, log_level="warning")
+
+
+class BackgroundServer:
+    """The service on a uvicorn server in a daemon thread; ``url`` once started."""
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.server = uvicorn.Server(uvicorn.Config(build_app(settings), host=settings.host,
+                                                    port=settings.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, name="onyx-registration", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.settings.host}:{self.settings.port}"
+
+    def start(self, timeout: float = 30.0) -> "BackgroundServer":
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the registration service did not start on {self.url}")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def load_overlay(path: Path | None) -> Overlay:
+    """The overlay from a config file, or the built-in six-broker overlay of ONYX Figure 4."""
+    return Overlay.load(path) if path else builtin("figure4")

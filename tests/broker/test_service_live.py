@@ -1,0 +1,71 @@
+"""The registration service for real: uvicorn on a free port, a SQLite file, real Kafka."""
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from kafka import KafkaConsumer
+
+from broker.devcluster import free_port
+from broker.serve import BackgroundServer, ServiceSettings
+from routing.overlay import builtin
+
+pytestmark = pytest.mark.kafka
+
+
+def _call(method, url, body=None, headers=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@pytest.fixture(scope="module")
+def service(kafka, tmp_path_factory):
+    db = tmp_path_factory.mktemp("svc") / "onyx.db"
+    server = BackgroundServer(ServiceSettings(kafka.bootstrap_servers, builtin(), f"sqlite:///{db}",
+                                              "127.0.0.1", free_port())).start()
+    yield server
+    server.stop()
+
+
+def test_profile_lifecycle_over_http_sends_query_packets_to_the_host_broker(service, kafka):
+    status, body = _call("POST", f"{service.url}/profiles", {"text": "/nitf[head/pubdata/@edition.area='SF']", "near": "b5"})
+    assert status == 201 and body["host_broker"] == "b5"
+    pid, token = body["profile_id"], body["token"]
+    status, _ = _call("PUT", f"{service.url}/profiles/{pid}", {"text": "/nitf//hl1"}, {"X-Onyx-Token": token})
+    assert status == 200
+    status, _ = _call("DELETE", f"{service.url}/profiles/{pid}", headers={"X-Onyx-Token": token})
+    assert status == 204
+
+    consumer = KafkaConsumer("onyx.broker.b5", bootstrap_servers=kafka.bootstrap_servers,
+                             auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    ops = []
+    for record in consumer:
+        if record.key == pid.encode():
+            assert ("onyx-flow", b"query") in record.headers
+            ops.append((json.loads(record.value)["op"], json.loads(record.value)["version"]))
+        if len(ops) == 3:
+            break
+    consumer.close()
+    assert ops == [("add", 1), ("update", 2), ("delete", 3)]
+
+
+def test_bad_profile_over_http_is_422_and_nothing_reaches_kafka(service, kafka):
+    status, body = _call("POST", f"{service.url}/profiles", {"text": "/nitf[", "near": "b3"})
+    assert status == 422 and "column" in body
+    consumer = KafkaConsumer("onyx.broker.b3", bootstrap_servers=kafka.bootstrap_servers,
+                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    assert [r for r in consumer if r.headers and ("onyx-flow", b"query") in r.headers] == []
+    consumer.close()
+
+
+def test_health_and_openapi_over_http(service):
+    assert _call("GET", f"{service.url}/health")[1]["status"] == "ok"
+    assert "/profiles" in _call("GET", f"{service.url}/openapi.json")[1]["paths"]
