@@ -108,26 +108,31 @@ class StreamCodec:
         if not n or not len(attrs) == len(tails) == n:
             raise FormatError(f"{self.name} payload has columns of different lengths")
         check_names(names)
-        name = self._name_table(names, version, digest, dictionary)
-        try:
-            tags = list(map(name, _unpack_ints(codes, n)))
-        except KeyError:
+        table = self._name_table(names, version, digest, dictionary)
+        try:  # codes come from bytes, so never negative: a bad one is an IndexError
+            tags = list(map(table.__getitem__, _unpack_ints(codes, n)))
+        except IndexError:
             raise FormatError(f"{self.name} payload has element codes outside its name table") from None
         depths = _unpack_ints(depths, n)
         parents, ends = _structure(depths)
         try:
             "".join(texts)
             "".join(tails)
-            # Also proves that every attribute column entry is a dict.
-            "".join(chain.from_iterable(map(dict.values, attrs)))
+            if set(map(type, attrs)) != {dict}:
+                raise TypeError
+            owners = list(compress(attrs, attrs))  # the elements that have attributes
+            "".join(chain.from_iterable(map(dict.values, owners)))
         except TypeError:
-            raise FormatError(f"{self.name} payload has text or attribute values that are not strings") from None
+            raise FormatError(f"{self.name} payload has texts or attributes of the wrong type") from None
         if tails[0]:
             raise FormatError(f"{self.name} payload has a tail after the root element")
         if self.needs_dictionary:
-            _rename_attributes(attrs, name)
-        elif not known_names(chain.from_iterable(attrs)):
-            check_names(list(chain.from_iterable(attrs)))
+            by_code = dictionary.by_code
+            if names:
+                by_code = {**by_code, **dict(enumerate(names, len(dictionary.names)))}
+            _rename_attributes(attrs, by_code.__getitem__)
+        elif not known_names(chain.from_iterable(owners)):
+            check_names(list(chain.from_iterable(owners)))
         return Message(
             tags=tags,
             depths=depths,
@@ -141,24 +146,22 @@ class StreamCodec:
 
     def _name_table(
         self, names: list[str], version: object, digest: object, dictionary: Dictionary | None
-    ) -> Callable[[int], str]:
-        """The code -> name lookup of this payload (a dict, so a bad code -- negative
-        ones included -- is a KeyError)."""
+    ) -> list[str] | tuple[str, ...]:
+        """Names by code: the payload's own for ``stream``; the dictionary's, then
+        the payload's escaped ones, for ``stream-dict``."""
         if not self.needs_dictionary:
-            return dict(enumerate(names)).__getitem__
+            return names
         if version != dictionary.version or digest != dictionary.digest:
             raise FormatError(
                 f"payload was encoded with dictionary version {version!r} of its source, "
                 f"not with {dictionary.source_id!r} v{dictionary.version} (or the content differs)"
             )
-        if not names:
-            return dictionary.by_code.__getitem__
-        base = len(dictionary.names)
-        return {**dictionary.by_code, **{base + k: local for k, local in enumerate(names)}}.__getitem__
+        return dictionary.names + tuple(names) if names else dictionary.names
 
 
 def _rename_attributes(attrs: list[dict], name: Callable[[int], str]) -> None:
-    """Replace the codes keying ``stream-dict`` attributes by names, in place."""
+    """Replace the codes keying ``stream-dict`` attributes by names, in place
+    (``name`` is a dict lookup: msgpack integers may be negative)."""
     try:
         for i in compress(range(len(attrs)), attrs):
             a = attrs[i]
