@@ -5,7 +5,18 @@ PY     := $(VENV)/bin/python
 MVN    := mvn -q -B -s deploy/jvm/settings.xml -f deploy/jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: setup venv jvm run test bench clean check-tools
+# Kubernetes validation toolbox (deploy/k8s/): pinned tools and schemas, all from package
+# registries, kept in .tools/ (git-ignored) behind stamp files named after the versions.
+HELM_VERSION        ?= v4.3.1
+KUBECONFORM_VERSION ?= v0.8.0
+STRIMZI_VERSION     ?= 1.2.0
+K8S_VERSIONS        ?= 1.30.0 1.37.0
+empty :=
+space := $(empty) $(empty)
+TOOLS_STAMP   := .tools/stamps/helm-$(HELM_VERSION)_kubeconform-$(KUBECONFORM_VERSION)
+SCHEMAS_STAMP := .tools/stamps/schemas_strimzi-$(STRIMZI_VERSION)_k8s-$(subst $(space),-,$(K8S_VERSIONS))
+
+.PHONY: setup venv jvm run test bench clean check-tools k8s-tools k8s-schemas k8s-validate image
 
 setup: venv jvm
 
@@ -31,9 +42,31 @@ deploy/jvm/lib/.fetched: deploy/jvm/pom.xml deploy/jvm/kafka/pom.xml deploy/jvm/
 run: setup
 	@$(VENV)/bin/onyx demo
 
+# helm and kubeconform, built from source with `go install` (first time: a few minutes).
+k8s-tools: $(TOOLS_STAMP)
+$(TOOLS_STAMP): deploy/k8s/install-tools.sh
+	@HELM_VERSION=$(HELM_VERSION) KUBECONFORM_VERSION=$(KUBECONFORM_VERSION) deploy/k8s/install-tools.sh
+	@mkdir -p $(@D) && touch $@
+
+# Kubernetes, Strimzi and Spark Operator JSON schemas (first time: about a minute).
+k8s-schemas: $(SCHEMAS_STAMP)
+$(SCHEMAS_STAMP): deploy/k8s/fetch-schemas.sh deploy/k8s/requirements.txt deploy/k8s/strimzi/pom.xml \
+                  deploy/k8s/k8s_schemas.py deploy/k8s/crd_schemas.py | check-tools
+	@K8S_VERSIONS="$(K8S_VERSIONS)" STRIMZI_VERSION=$(STRIMZI_VERSION) PYTHON=$(PYTHON) deploy/k8s/fetch-schemas.sh
+	@mkdir -p $(@D) && touch $@
+
+# helm lint + helm template + kubeconform -strict, for the default values and a 20-broker overlay.
+k8s-validate: venv k8s-tools k8s-schemas
+	@echo "==> validating the Helm chart (deploy/helm/onyx) for Kubernetes $(K8S_VERSIONS)"
+	@K8S_VERSIONS="$(K8S_VERSIONS)" deploy/k8s/validate.sh
+
+# The container image (needs docker or podman and the jars of `make jvm`).
+image: jvm
+	@deploy/image/build.sh
+
 # pytest exits 5 when it collected no test: for this suite that means tests went
 # missing, so it is reported as a failure rather than passed off as green.
-test: setup
+test: setup k8s-validate
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests (exit 5); the suite is missing" >&2; fi; \
 	exit $$rc

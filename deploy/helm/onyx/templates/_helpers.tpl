@@ -1,0 +1,61 @@
+{{/* Names, labels and shared values of the Onyx chart. */}}
+
+{{- define "onyx.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Prefix of every object name: the release name, with the chart name unless it already contains it. */}}
+{{- define "onyx.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "onyx.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "onyx.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "onyx.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "onyx.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: onyx
+{{- end }}
+
+{{- define "onyx.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "onyx.kafkaCluster" -}}
+{{- default (include "onyx.fullname" .) .Values.kafka.clusterName }}
+{{- end }}
+
+{{- define "onyx.bootstrapServers" -}}
+{{- default (printf "%s-kafka-bootstrap:9092" (include "onyx.kafkaCluster" .)) .Values.kafka.bootstrapServers }}
+{{- end }}
+
+{{- define "onyx.overlayConfigMap" -}}
+{{- printf "%s-overlay" (include "onyx.fullname" .) }}
+{{- end }}
+
+{{- define "onyx.sparkServiceAccount" -}}
+{{- default (printf "%s-spark" (include "onyx.fullname" .)) .Values.brokers.serviceAccount.name }}
+{{- end }}
+
+{{- define "onyx.registryDatabaseSecret" -}}
+{{- default (printf "%s-registry-db" (include "onyx.fullname" .)) .Values.registry.database.existingSecret }}
+{{- end }}
+
+{{/* true when the registration service keeps its data in SQLite on a volume. */}}
+{{- define "onyx.registrySqlite" -}}
+{{- if and (not .Values.registry.database.url) (not .Values.registry.database.existingSecret) }}true{{ end }}
+{{- end }}

@@ -1,0 +1,1 @@
+"""Kubernetes deployment: topology, Helm chart rendering and values validation."""
