@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from broker import deploy_render
+from broker.cli import build_parser
 from broker.deploy_render import CHART_DIR, overlay_values, render
 from broker.deploy_topology import topology
 from routing.overlay import builtin
@@ -81,10 +82,15 @@ def test_registration_service_probes_health_and_keeps_sqlite_on_a_volume(helm):
     docs = by_kind(render(builtin("figure4"), helm=helm))
     (deployment,) = docs["Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["args"][:2] == ["onyx", "serve"]
+    args = container["args"]
+    assert args[:2] == ["onyx", "serve"] and args[args.index("--overlay") + 1] == "/etc/onyx/overlay.yaml"
+    assert args[args.index("--bootstrap-servers") + 1] == "$(ONYX_KAFKA_BOOTSTRAP)"
+    parsed = build_parser().parse_args(args[1:])  # the real `onyx` command line accepts them
+    assert (parsed.command, parsed.host, parsed.port) == ("serve", "0.0.0.0", 8080)
     assert container["livenessProbe"]["httpGet"]["path"] == "/health"
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     env = {e["name"]: e for e in container["env"]}
+    assert env["ONYX_KAFKA_BOOTSTRAP"]["value"].endswith("-kafka-bootstrap:9092")
     assert env["ONYX_DATABASE_URL"]["value"].startswith("sqlite:////var/lib/onyx/")
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
 
