@@ -14,7 +14,7 @@ from broker import deploy_render
 from broker.cli import build_parser
 from broker.deploy_render import CHART_DIR, overlay_values, render
 from broker.deploy_topology import topology
-from routing.overlay import builtin
+from routing.overlay import Overlay, builtin
 
 
 def by_kind(manifests: str) -> dict[str, list[dict]]:
@@ -104,6 +104,13 @@ def test_registration_service_probes_health_and_keeps_sqlite_on_a_volume(helm):
 def test_values_schema_rejects_bad_values(helm, bad, complaint):
     with pytest.raises(deploy_render.DeployError, match=complaint):
         render(builtin("figure4"), set_values=[bad], helm=helm)
+
+
+def test_names_too_long_for_the_spark_operator_are_refused(helm):
+    long_id = "broker-with-a-rather-long-name-0123456789"
+    ov = Overlay.from_dict({"brokers": ["b1", long_id], "links": [["b1", long_id]]})
+    with pytest.raises(deploy_render.DeployError, match="longer than 56 characters"):
+        render(ov, release="production-eu-west", helm=helm)
 
 
 def test_cli_renders_and_reports_a_bad_overlay_in_one_line(helm, tmp_path):
