@@ -14,6 +14,9 @@ from formats import FormatError
 from .docgen import SETTINGS
 from .infoset import check_invariants
 
+# A hang is a failure too (pytest-timeout), not just an exception.
+pytestmark = pytest.mark.timeout(300)
+
 FORMATS = formats.available()
 SEED = (
     b'<nitf xmlns:x="urn:x" version="3"><head><title>Stocks</title><meta name="a" content="b"/></head>'
