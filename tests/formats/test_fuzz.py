@@ -96,3 +96,14 @@ def test_a_payload_of_another_format_is_a_format_error(name, seeds, small_dictio
             continue
         # Only identical bytes may be read the same way, e.g. text vs. text.
         assert message.to_xml() == formats.decode(other, blob, dictionary=small_dictionary).to_xml()
+
+
+@pytest.mark.parametrize("name", [n for n in FORMATS if "+" in n])
+@settings(SETTINGS, max_examples=30)
+@given(data=st.data())
+def test_mutated_payloads_under_a_valid_compression_layer(name, data, seeds, small_dictionary) -> None:
+    """Compression checksums catch most mutations; this reaches the base decoders
+    with mutated content that decompresses cleanly."""
+    fmt = formats.get(name)
+    raw = data.draw(mutations(fmt.unpack(seeds[name], small_dictionary)))
+    _decode_only_format_errors(name, fmt.pack(raw, small_dictionary), small_dictionary)
