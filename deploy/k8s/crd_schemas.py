@@ -50,6 +50,7 @@ def _int_or_string(node: Any) -> Any:
 
 
 def _write(out: Path, group: str, kind: str, version: str, schema: dict[str, Any]) -> Path:
+    """Store ``schema`` where kubeconform's CRD template looks for it."""
     path = out / group / f"{kind.lower()}_{version}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(schema, indent=1))
