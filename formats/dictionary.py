@@ -32,6 +32,9 @@ from formats.names import check_name
 
 _MAGIC = "onyx-dictionary/1"
 
+MAX_NAMES = 1 << 16
+"""Codes travel as 16-bit integers at most (see :mod:`formats.stream`)."""
+
 
 class Dictionary:
     """Names -> codes for one version of one source's dictionary.
@@ -58,6 +61,8 @@ class Dictionary:
         self.source_id = source_id
         self.version = version
         self.names: tuple[str, ...] = tuple(map(check_name, names))
+        if len(self.names) > MAX_NAMES:
+            raise FormatError(f"a dictionary holds at most {MAX_NAMES} names, not {len(self.names)}")
         self.index: dict[str, int] = {name: code for code, name in enumerate(self.names)}
         if len(self.index) != len(self.names):
             raise FormatError(f"dictionary {source_id!r} v{version} lists a name twice")

@@ -22,6 +22,12 @@ Layout (one msgpack array, columnar so that decoding is mostly one C-level
 * ``texts``, ``tails`` -- text before the first child and after the end tag;
 * ``ns`` -- namespace declarations, flattened ``[element, prefix or nil, uri, ...]``.
 
+Decoding checks everything the engine relies on -- one well-formed tree, valid XML
+names, strings where strings belong -- so a corrupted payload is a
+:class:`FormatError`, never a crash later. It does not re-scan texts for characters
+XML forbids (C0 controls): such a text still matches as it is, and
+:meth:`Message.to_xml` refuses it with a :class:`FormatError`.
+
 >>> from formats.message import Message
 >>> m = Message.from_xml(b"<a x='1'>hi<b/>there</a>")
 >>> STREAM.decode(STREAM.encode(m, None), None).to_xml()
@@ -115,15 +121,15 @@ class StreamCodec:
             raise FormatError(f"{self.name} payload has element codes outside its name table") from None
         depths = _unpack_ints(depths, n)
         parents, ends = _structure(depths)
-        try:
+        if set(map(type, attrs)) != {dict}:
+            raise FormatError(f"{self.name} payload has attributes that are not maps")
+        owners = list(compress(attrs, attrs))  # the elements that have attributes
+        try:  # join refuses anything but strings, in C
             "".join(texts)
             "".join(tails)
-            if set(map(type, attrs)) != {dict}:
-                raise TypeError
-            owners = list(compress(attrs, attrs))  # the elements that have attributes
             "".join(chain.from_iterable(map(dict.values, owners)))
         except TypeError:
-            raise FormatError(f"{self.name} payload has texts or attributes of the wrong type") from None
+            raise FormatError(f"{self.name} payload has texts or attribute values that are not strings") from None
         if tails[0]:
             raise FormatError(f"{self.name} payload has a tail after the root element")
         if self.needs_dictionary:
