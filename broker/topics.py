@@ -14,14 +14,18 @@ PROFILES = "onyx.profiles"
 """Compacted: the registered profiles, keyed by profile id (a broker rebuilds its state from it)."""
 
 
+SOURCE_PREFIX = "onyx.src."
+BROKER_PREFIX = "onyx.broker."
+
+
 def source_topic(source_id: str) -> str:
     """Where publishers of ``source_id`` write text XML."""
-    return f"onyx.src.{source_id}"
+    return SOURCE_PREFIX + source_id
 
 
 def broker_topic(broker_id: str) -> str:
     """A broker's inbound topic (four flows, told apart by the ``onyx-flow`` header)."""
-    return f"onyx.broker.{broker_id}"
+    return BROKER_PREFIX + broker_id
 
 
 def delivery_topic(name: str) -> str:

@@ -1,0 +1,136 @@
+"""The compiled data plane of one broker at one control-state version.
+
+The driver turns its :class:`~broker.state.BrokerState` into a :class:`PlanSpec` (plain
+data) whenever the version changes; executors compile it into a :class:`Plan` once
+and keep it in :data:`_CACHE` under ``(broker, version)``, so a plan is rebuilt per
+version, not per batch. ``Plan.process`` handles one XML packet: validate the source
+(or parse the packet header), decode by format, route it down the links of its tree
+whose routing queries it matches, match the profiles hosted here, and emit rows:
+one per chosen link (re-encoded in the link's format), one per delivery, or one dead
+letter with the reason. It never raises for bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import formats
+from broker import topics
+from broker.packets import Row, dead_letter
+from formats.errors import FormatError
+from formats.header import PacketHeader
+from routing.table import Delta, RoutingTable
+from yfilter import Engine
+from yfilter.errors import MessageError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a broker accepts; larger or deeper messages become dead letters."""
+
+    max_bytes: int = 4 * 1024 * 1024
+    max_depth: int = 64
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    broker: str
+    version: int
+    sources: dict[str, str]                       # source id -> root broker
+    profiles: dict[str, tuple[str, str]]          # profile id -> (text, delivery topic)
+    tables: dict[str, dict]                       # root -> RoutingTable.contributions()
+    link_format: str = "stream"
+    guard: bool = False                           # dead-letters messages of unknown sources
+    limits: Limits = Limits()
+
+    @classmethod
+    def of(cls, state, link_format: str, guard: bool, limits: Limits) -> "PlanSpec":
+        return cls(state.broker, state.version, dict(state.overlay.sources),
+                   {pid: (p.text, p.delivery_topic) for pid, p in state.profiles.items()},
+                   {root: t.contributions() for root, t in state.tables.items()},
+                   link_format, guard, limits)
+
+
+class Plan:
+    """A compiled :class:`PlanSpec` (see module docstring)."""
+
+    def __init__(self, spec: PlanSpec) -> None:
+        self.spec = spec
+        self.engine = Engine()
+        self.delivery: dict[str, str] = {}
+        for pid, (text, topic) in spec.profiles.items():
+            self.engine.add(pid, text)
+            self.delivery[pid] = topic
+        self.tables: dict[str, RoutingTable] = {}
+        for root, links in spec.tables.items():
+            table = self.tables[root] = RoutingTable(spec.broker)
+            for link, held in links.items():
+                for pid, (version, query) in held.items():
+                    table.apply(link, Delta(pid, version, query))
+
+    def process(self, topic: str, key: bytes | None, value: bytes | None,
+                headers: list[tuple[str, bytes]], partition: int, offset: int) -> list[Row]:
+        spec = self.spec
+        try:
+            if topic.startswith(topics.SOURCE_PREFIX):
+                source = topic[len(topics.SOURCE_PREFIX):]
+                root = spec.sources.get(source)
+                if root is None:
+                    return [dead_letter(f"unknown source id {source!r}: register it with POST /sources first",
+                                        topic, key, value, headers)] if spec.guard else []
+                if root != spec.broker:
+                    return []  # another broker is this source's root and handles it
+                given = dict(headers).get("onyx-message-id")
+                message_id = given.decode(errors="replace") if given else f"{source}-{partition}-{offset}"
+                header = PacketHeader("xml", format="text", source_id=source, root_broker=root,
+                                      message_id=message_id)
+            else:
+                header = PacketHeader.from_kafka(headers)
+                if header.flow != "xml" or header.root_broker is None or header.message_id is None:
+                    raise FormatError("an xml packet between brokers needs onyx-root-broker and onyx-message-id")
+            payload = value or b""
+            if len(payload) > spec.limits.max_bytes:
+                raise FormatError(f"message of {len(payload)} bytes exceeds this broker's limit of "
+                                  f"{spec.limits.max_bytes} bytes")
+            msg = formats.decode(header.format, payload)
+            if max(msg.depths, default=0) > spec.limits.max_depth:
+                raise FormatError(f"message nesting exceeds this broker's limit of {spec.limits.max_depth}")
+            return self._route_and_match(msg, header, payload)
+        except (FormatError, MessageError) as exc:
+            return [dead_letter(str(exc), topic, key, value, headers)]
+        except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
+            return [dead_letter(f"internal error while processing: {exc!r}", topic, key, value, headers)]
+
+    def _route_and_match(self, msg: formats.Message, header: PacketHeader, payload: bytes) -> list[Row]:
+        spec = self.spec
+        rows: list[Row] = []
+        table = self.tables.get(header.root_broker)
+        links = table.route(msg) if table is not None else set()
+        if links:
+            blob = payload if header.format == spec.link_format else formats.encode(spec.link_format, msg)
+            out = PacketHeader("xml", format=spec.link_format, source_id=header.source_id,
+                               root_broker=header.root_broker, message_id=header.message_id).to_kafka()
+            key = header.message_id.encode()
+            rows += [(topics.broker_topic(link), key, blob, out) for link in sorted(links)]
+        if len(self.engine):
+            results = self.engine.run(msg)
+            if results:
+                out = PacketHeader("xml", format="text", source_id=header.source_id,
+                                   root_broker=header.root_broker, message_id=header.message_id).to_kafka()
+                for pid in sorted(results):
+                    for doc in results[pid]:
+                        rows.append((self.delivery[pid], pid.encode(), doc, out))
+        return rows
+
+
+_CACHE: dict[str, Plan] = {}
+"""Compiled plans in this (executor) process, by broker: only the newest version is kept."""
+
+
+def cached_plan(broker: str, version: int, load) -> Plan:
+    """The compiled plan of ``broker`` at ``version``; ``load()`` returns the spec if it
+    has to be compiled here (once per version per Python worker)."""
+    plan = _CACHE.get(broker)
+    if plan is None or plan.spec.version != version:
+        plan = _CACHE[broker] = Plan(load())
+    return plan
