@@ -27,7 +27,13 @@ class Registry:
     def __init__(self) -> None:
         self.guards: dict[str, Guard] = {}
         self.rels: dict[str, RelPath] = {}
-        self.rel_nfa = NFA()
+        self.rel_nfas: dict[int, NFA] = {}  # nesting level -> relative NFA
+
+    def rel_nfa(self, level: int) -> NFA:
+        nfa = self.rel_nfas.get(level)
+        if nfa is None:
+            nfa = self.rel_nfas[level] = NFA()
+        return nfa
 
     # -- lookup during compilation (nothing becomes live) ---------------------
     def guard(self, txn: dict, test: str, preds: tuple[Pred, ...]) -> Guard:
@@ -64,7 +70,7 @@ class Registry:
             for _, _, g in r.steps:
                 if g is not None:
                     self.ref_guard(g)
-            r.state = self.rel_nfa.insert(r.steps)
+            r.state = self.rel_nfa(r.level).insert(r.steps)
             r.state.accept = r
 
     def _unref_rel(self, r: RelPath) -> None:
@@ -72,7 +78,7 @@ class Registry:
         if r.refs == 0:
             del self.rels[r.key]
             r.state.accept = None
-            self.rel_nfa.delete(r.steps)
+            self.rel_nfas[r.level].delete(r.steps)
             r.state = None
             for _, _, g in r.steps:
                 if g is not None:
@@ -155,9 +161,9 @@ def _on_path(rel: ast.RelPath, cmp, reg: Registry, txn: dict) -> Pred:
         if isinstance(tail, ast.AttrTail):
             last = AttrTest(tail.name, test, f"@{tail.name} {op} {lit}", eq)
         elif isinstance(tail, ast.TextTail):
-            last = TextTest(test, f"text() {op} {lit}")
+            last = TextTest(test, f"text() {op} {lit}", eq)
         else:
-            last = SelfTest(test, f". {op} {lit}")
+            last = SelfTest(test, f". {op} {lit}", eq)
     if not rel.steps:
         return last if last is not None else Always()
     steps = _steps(rel.steps, None, reg, txn, last_extra=last)

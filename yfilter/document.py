@@ -8,7 +8,7 @@
   parse+iter 74 us vs ``Message.from_xml`` 275 us per corpus document), and it keeps
   text nodes exactly as XPath sees them (a comment splits a text node).
 
-Both expose: ``tag``, ``attr``, ``text_nodes`` (the element's text-node children, in
+Both expose: ``tag``, ``attr``, ``attr_items``, ``text_nodes`` (the element's text-node children, in
 order), ``string_value``, ``children``, ``descendants``, ``preceding_siblings``
 (element siblings before a node, any order) and ``order`` (document-order key).
 """
@@ -77,6 +77,9 @@ class TableDoc:
     def attr(self, n: int, name: str) -> str | None:
         return self.attrs[n].get(name)
 
+    def attr_items(self, n: int):
+        return self.attrs[n].items()
+
     def text_nodes(self, n: int) -> list[str]:
         out = [self.texts[n]] if self.texts[n] else []
         ends, tails = self.ends, self.tails
@@ -132,12 +135,18 @@ class TreeDoc:
         return n.get(name)
 
     @staticmethod
+    def attr_items(n: etree._Element) -> list[tuple[str, str]]:
+        return n.items()
+
+    @staticmethod
     def text_nodes(n: etree._Element) -> list[str]:
         # .text is the text before the first child node, element or not; each child's
-        # tail (comments and PIs included) is a text node of its own.
-        out = [n.text] if n.text else []
+        # tail (comments and PIs included) is a text node of its own. An empty CDATA
+        # section is an empty text node: lxml shows it as '' rather than None.
+        text = n.text
+        out = [] if text is None else [text]
         for c in n:
-            if c.tail:
+            if c.tail is not None:
                 out.append(c.tail)
         return out
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from formats.message import Message
 from yfilter.compiler import Registry, compile_path, path_key
-from yfilter.dfa import DEFAULT_BUDGET, LazyDFA
+from yfilter.dfa import DEFAULT_BUDGET, DState, LazyDFA
 from yfilter.document import TableDoc, TreeDoc, parse_xml
 from yfilter.errors import MessageError
 from yfilter.nfa import NFA, State, Step
@@ -41,23 +41,26 @@ class _Query:
 
 
 class Matches:
-    """The outcome of matching one message: accepting NFA states, turned into ids
-    by :meth:`ids` (kept apart so a benchmark can time matching and reporting)."""
+    """The outcome of matching one message: the accepting DFA states reached, turned
+    into ids by :meth:`ids` (kept apart so a benchmark can time matching and
+    reporting). Each DFA state caches the ids it accepts, so reporting is a union of
+    a few cached sets."""
 
-    __slots__ = ("states",)
+    __slots__ = ("dstates", "dfa")
 
-    def __init__(self, states: set[State]) -> None:
-        self.states = states
+    def __init__(self, dstates: set[DState], dfa: LazyDFA) -> None:
+        self.dstates, self.dfa = dstates, dfa
 
     def ids(self) -> frozenset[str]:
-        states = self.states
-        if not states:
+        ds = self.dstates
+        if not ds:
             return frozenset()
-        if len(states) == 1:
-            return frozenset(next(iter(states)).accept)
-        out: set[str] = set()
-        for s in states:
-            out.update(s.accept)
+        if len(ds) == 1:
+            return next(iter(ds)).ids(self.dfa)
+        sets = sorted((d.ids(self.dfa) for d in ds), key=len, reverse=True)
+        out = set(sets[0])
+        for s in sets[1:]:
+            out.update(s)
         return frozenset(out)
 
 
@@ -73,8 +76,9 @@ class Engine:
         self._namespaces = dict(namespaces or {})
         self._nfa = NFA()
         self._reg = Registry()
+        self._budget = dfa_budget
         self._dfa = LazyDFA(self._nfa.root, dfa_budget)
-        self._rel_dfa = LazyDFA(self._reg.rel_nfa.root, dfa_budget)
+        self._rel_dfas: dict[int, LazyDFA] = {}  # nesting level -> DFA of that level
         self._queries: dict[str, _Query] = {}
         self._by_id: dict[str, _Query] = {}
         self._texts: dict[str, str] = {}
@@ -101,8 +105,8 @@ class Engine:
             state = self._nfa.insert(steps)
             q = self._queries[key] = _Query(key, steps, state)
             state.accept = q.ids
-            self._changed()
         q.ids.add(profile_id)
+        self._changed()  # DFA states cache the ids they accept
         self._by_id[profile_id] = q
         self._texts[profile_id] = text
         if old is not None:
@@ -116,6 +120,7 @@ class Engine:
 
     def _drop(self, q: _Query, profile_id: str) -> None:
         q.ids.discard(profile_id)
+        self._changed()
         if q.ids:
             return
         del self._queries[q.key]
@@ -124,14 +129,18 @@ class Engine:
         for _, _, g in q.steps:
             if g is not None:
                 self._reg.unref_guard(g)
-        self._changed()
 
     def _changed(self) -> None:
         # Cached state sets would not see the new or removed NFA states.
-        if len(self._dfa):
-            self._dfa.flush()
-        if len(self._rel_dfa):
-            self._rel_dfa.flush()
+        for dfa in (self._dfa, *self._rel_dfas.values()):
+            if len(dfa):
+                dfa.flush()
+
+    def _rel_dfa(self, level: int) -> LazyDFA:
+        dfa = self._rel_dfas.get(level)
+        if dfa is None:
+            dfa = self._rel_dfas[level] = LazyDFA(self._reg.rel_nfa(level).root, self._budget)
+        return dfa
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -149,7 +158,7 @@ class Engine:
     # -- matching -------------------------------------------------------------
     def evaluate(self, message: MessageLike) -> Matches:
         """Match without building the id set yet (see :class:`Matches`)."""
-        return Matches(walk(self._dfa, Run(_document(message), self._rel_dfa)))
+        return Matches(walk(self._dfa, Run(_document(message), self._rel_dfa)), self._dfa)
 
     def match(self, message: MessageLike) -> frozenset[str]:
         """Ids of all profiles matching ``message`` (XML text or a decoded
@@ -177,15 +186,15 @@ class Engine:
             "profiles": len(self._by_id),
             "distinct_profiles": len(self._queries),
             "nfa_states": self._nfa.size,
-            "rel_nfa_states": self._reg.rel_nfa.size,
+            "rel_nfa_states": sum(n.size for n in self._reg.rel_nfas.values()),
             "guards": len(self._reg.guards),
             "nested_paths": len(self._reg.rels),
             "dfa_states": len(self._dfa),
             "dfa_units": self._dfa.units,
             "dfa_flushes": self._dfa.flushes,
-            "rel_dfa_states": len(self._rel_dfa),
-            "rel_dfa_units": self._rel_dfa.units,
-            "rel_dfa_flushes": self._rel_dfa.flushes,
+            "rel_dfa_states": sum(len(d) for d in self._rel_dfas.values()),
+            "rel_dfa_units": sum(d.units for d in self._rel_dfas.values()),
+            "rel_dfa_flushes": sum(d.flushes for d in self._rel_dfas.values()),
         }
 
 

@@ -11,9 +11,10 @@ finds all guards on that attribute of that transition), a nested path, or an
 attribute's presence; see :mod:`yfilter.dfa`.
 
 A nested path is a *join*: ``/a[b/c]`` holds for an ``a`` element exactly when the
-relative automaton (all nested paths of all profiles, prefix-shared) run over that
-element's subtree reaches the accepting state of ``b/c``; so the branch element is
-the same element the main path bound, never another ``a``.
+relative automaton (all nested paths of all profiles, prefix-shared), started at
+that element, reaches the accepting state of ``b/c`` in its subtree; runs carry the
+element they started from, so the branch element is the same element the main path
+bound, never another ``a`` (see :func:`yfilter.runtime.joins`).
 """
 
 from __future__ import annotations
@@ -62,12 +63,14 @@ class AttrTest(Pred):
 
 
 class TextTest(Pred):
-    """``text()`` or ``text() op literal``: each text node is compared on its own."""
+    """``text()`` or ``text() op literal``: each text node is compared on its own;
+    ``eq`` as in :class:`AttrTest`."""
 
-    __slots__ = ("test",)
+    __slots__ = ("test", "eq")
 
-    def __init__(self, test: Callable[[str], bool] | None, key: str) -> None:
-        self.test, self.key = test, key
+    def __init__(self, test: Callable[[str], bool] | None, key: str,
+                 eq: str | None = None) -> None:
+        self.test, self.key, self.eq = test, key, eq
 
     def ev(self, run, node, pos):
         texts = run.doc.text_nodes(node)
@@ -78,12 +81,13 @@ class TextTest(Pred):
 
 
 class SelfTest(Pred):
-    """``. op literal``: the element's string-value (all descendant text)."""
+    """``. op literal``: the element's string-value (all descendant text); ``eq``
+    as in :class:`AttrTest`."""
 
-    __slots__ = ("test",)
+    __slots__ = ("test", "eq")
 
-    def __init__(self, test: Callable[[str], bool], key: str) -> None:
-        self.test, self.key = test, key
+    def __init__(self, test: Callable[[str], bool], key: str, eq: str | None = None) -> None:
+        self.test, self.key, self.eq = test, key, eq
 
     def ev(self, run, node, pos):
         return self.test(run.doc.string_value(node))
@@ -123,7 +127,7 @@ class Nested(Pred):
         self.rel, self.key = rel, rel.key
 
     def ev(self, run, node, pos):
-        return self.rel.state in run.witnessed(node)
+        return self.rel.state in run.witnessed(node, self.rel.level)
 
     def rels(self):
         return [self.rel]
@@ -242,14 +246,17 @@ class StrArg:
 class Guard:
     """The predicates of one step (with its name test, which positions depend on)."""
 
-    __slots__ = ("key", "test", "preds", "anchor", "refs", "positional")
+    __slots__ = ("key", "test", "preds", "anchor", "_anchor_pred", "pure", "refs", "positional")
 
     def __init__(self, test: str, preds: tuple[Pred, ...]) -> None:
         self.test, self.preds = test, preds
         self.key = test + "".join(f"[{p.key}]" for p in preds)
         self.refs = 0
         self.positional = any(p.positional for p in preds)
+        self._anchor_pred: Pred | None = None
         self.anchor = self._anchor()
+        # The anchor is the whole guard: an index hit needs no further check.
+        self.pure = len(preds) == 1 and self._anchor_pred is preds[0]
 
     def __repr__(self) -> str:
         return f"Guard({self.key})"
@@ -258,17 +265,25 @@ class Guard:
         # Any top-level conjunct of any predicate must hold at the element itself
         # (positions do not change what @a is), so it can stand for the whole guard
         # in an index. Prefer the most selective kind.
-        eq = rel = has = None
+        found: dict[str, tuple] = {}
         for p in self.preds:
             for c in p.conjuncts():
                 if isinstance(c, AttrTest):
-                    if c.eq is not None and eq is None:
-                        eq = ("eq", c.name, c.eq)
-                    elif c.test is None and has is None:
-                        has = ("has", c.name)
-                elif isinstance(c, Nested) and rel is None:
-                    rel = ("rel", c.rel)
-        return eq or rel or has or ("always",)
+                    if c.eq is not None:
+                        found.setdefault("eq", (("eq", c.name, c.eq), c))
+                    elif c.test is None:
+                        found.setdefault("has", (("has", c.name), c))
+                elif isinstance(c, TextTest) and c.eq is not None:
+                    found.setdefault("text", (("text", c.eq), c))
+                elif isinstance(c, SelfTest) and c.eq is not None:
+                    found.setdefault("text", (("self", c.eq), c))
+                elif isinstance(c, Nested):
+                    found.setdefault("rel", (("rel", c.rel), c))
+        for kind in ("eq", "text", "rel", "has"):
+            if kind in found:
+                anchor, self._anchor_pred = found[kind]
+                return anchor
+        return ("always",)
 
     def rels(self) -> list["RelPath"]:
         return [r for p in self.preds for r in p.rels()]
@@ -313,14 +328,18 @@ class Guard:
 class RelPath:
     """A nested relative path, e.g. ``head/pubdata[@edition.area = 'SF']``, as steps
     ``(axis, test, guard)``. ``state`` is its accepting state in the relative NFA
-    once registered."""
+    of its ``level`` once registered: 1 for a path whose steps have no nested paths
+    of their own, otherwise one more than the deepest path they use (a level's joins
+    are computed after those of the levels below, which its guards read)."""
 
-    __slots__ = ("key", "steps", "state", "refs")
+    __slots__ = ("key", "steps", "state", "refs", "level")
 
     def __init__(self, key: str, steps: tuple[tuple[str, str, Guard | None], ...]) -> None:
         self.key, self.steps = key, steps
         self.state = None
         self.refs = 0
+        self.level = 1 + max((r.level for _, _, g in steps if g is not None
+                              for r in g.rels()), default=0)
 
     def select(self, run, node) -> list:
         """The nodes the path selects from ``node``, in document order (used for

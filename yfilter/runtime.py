@@ -12,75 +12,112 @@ the memo of guard results, and the nested-path joins (``witnessed``).
 
 from __future__ import annotations
 
+from typing import Callable
+
 from lxml import etree
 
 from yfilter.dfa import DState, LazyDFA, advance
 from yfilter.document import TableDoc, TreeDoc
-from yfilter.nfa import State
+
+
+_NONE: frozenset = frozenset()
 
 
 class Run:
     """Evaluation context of one message."""
 
-    __slots__ = ("doc", "memo", "rel_dfa", "_witnessed")
+    __slots__ = ("doc", "memo", "rel_dfas", "_joins")
 
-    def __init__(self, doc: TableDoc | TreeDoc, rel_dfa: LazyDFA) -> None:
+    def __init__(self, doc: TableDoc | TreeDoc, rel_dfas: Callable[[int], LazyDFA]) -> None:
         self.doc = doc
         self.memo: dict = {}
-        self.rel_dfa = rel_dfa
-        self._witnessed: dict = {}
+        self.rel_dfas = rel_dfas
+        self._joins: dict[int, dict] = {}
 
-    def witnessed(self, node) -> set[State]:
-        """Accepting states of the relative automaton (all nested paths of all
-        profiles) reached in ``node``'s subtree, with ``node`` as the context: the
-        nested paths that hold at this very element."""
-        w = self._witnessed.get(node)
-        if w is None:
-            w = self._witnessed[node] = walk(self.rel_dfa, self, node)
-        return w
+    def witnessed(self, node, level: int) -> frozenset | set:
+        """Accepting states of the level's relative automaton reached from ``node``
+        as the context element: the nested paths that hold at this very element."""
+        j = self._joins.get(level)
+        if j is None:
+            j = self._joins[level] = joins(self.rel_dfas(level), self)
+        return j.get(node, _NONE)
 
 
-def walk(dfa: LazyDFA, run: Run, context=None) -> set:
-    """Run ``dfa`` over the descendants of ``context`` (the whole document when None)
-    and return the accepting NFA states reached."""
+def walk(dfa: LazyDFA, run: Run) -> set[DState]:
+    """Run ``dfa`` over the document and return the DFA components with accepting
+    members that were reached."""
     doc = run.doc
-    start = dfa.start()
+    start = (dfa.start(),)
     accepted: set[DState] = set()
     if isinstance(doc, TableDoc):
         tags, parents, ends = doc.tags, doc.parents, doc.ends
-        if context is None:
-            i, end, top = 0, len(tags), -1
-        else:
-            i, end, top = context + 1, ends[context], context
-        states: dict[int, DState] = {top: start}
+        states: dict[int, tuple] = {-1: start}
+        i, end = 0, len(tags)
         while i < end:
-            d = advance(dfa, states[parents[i]], tags[i], run, i)
-            if d.dead:
-                i = ends[i]
+            comps = advance(dfa, states[parents[i]], tags[i], run, i)
+            if not comps:
+                i = ends[i]  # nothing below can match
                 continue
-            if d.accepts:
-                accepted.add(d)
-            states[i] = d
+            for d in comps:
+                if d.accepts:
+                    accepted.add(d)
+            states[i] = comps
             i += 1
     else:
-        if context is None:
-            root = doc.root
-            states = {None: start}
-            elements = root.iter(etree.Element)
-        else:
-            states = {context: start}
-            elements = context.iterdescendants(etree.Element)
-        for e in elements:
+        states = {None: start}
+        for e in doc.root.iter(etree.Element):
             parent = states[e.getparent()]
-            if parent.dead:
+            if not parent:
                 states[e] = parent
                 continue
-            d = states[e] = advance(dfa, parent, e.tag, run, e)
-            if d.accepts:
-                accepted.add(d)
-    if not accepted:
-        return set()
-    out: set[State] = set()
-    for d in accepted:
-        out.update(d.accepts)
+            comps = states[e] = advance(dfa, parent, e.tag, run, e)
+            for d in comps:
+                if d.accepts:
+                    accepted.add(d)
+    return accepted
+
+
+def joins(dfa: LazyDFA, run: Run) -> dict:
+    """All nested paths of one level, for every element at once: one walk in which
+    each element starts a run of the relative automaton for its children, and each
+    run carries the element it started from. Returns element -> accepting states
+    reached from it. A run dies as soon as no nested path can continue, so the cost
+    per element is the number of live runs (about the nested paths' length, more
+    under ``//``)."""
+    doc = run.doc
+    start = dfa.start()
+    out: dict = {}
+    if isinstance(doc, TableDoc):
+        tags, parents = doc.tags, doc.parents
+        runs: list = [()] * len(tags)  # element -> ((component, origin), ...)
+        for i in range(1, len(tags)):
+            p = parents[i]
+            tag = tags[i]
+            live = []
+            for d, origin in runs[p] + ((start, p),):
+                for nd in advance(dfa, (d,), tag, run, i):
+                    live.append((nd, origin))
+                    if nd.accepts:
+                        w = out.get(origin)
+                        if w is None:
+                            w = out[origin] = set()
+                        w.update(nd.accepts)
+            runs[i] = tuple(live)
+    else:
+        runs_of: dict = {doc.root: ()}
+        elements = doc.root.iter(etree.Element)
+        next(elements)
+        for e in elements:
+            p = e.getparent()
+            tag = e.tag
+            live = []
+            for d, origin in runs_of[p] + ((start, p),):
+                for nd in advance(dfa, (d,), tag, run, e):
+                    live.append((nd, origin))
+                    if nd.accepts:
+                        w = out.get(origin)
+                        if w is None:
+                            w = out[origin] = set()
+                        w.update(nd.accepts)
+            runs_of[e] = tuple(live)
     return out

@@ -7,24 +7,37 @@ domains, and, when it holds text, a list of words its text is drawn from.
 ``block`` nests in itself, so DocDepth controls how deep documents go.
 """
 
+# Value domains are wide where real news metadata is (identifiers, names, places,
+# keywords, dates) and narrow where it is a code list (urgency, types), so that
+# equality predicates have realistic selectivity.
 _WORDS = ["markets", "rally", "storm", "election", "court", "police", "shares", "rain",
-          "team", "wins", "loses", "report", "minister", "budget", "oil", "price"]
-_NAMES = ["Smith", "Jones", "Nguyen", "Garcia", "Chen", "Okafor", "Muller", "Rossi"]
-_PLACES = ["Sydney", "Paris", "Lagos", "Oslo", "Lima", "Austin", "Delhi", "Seoul"]
-_ORGS = ["AAP", "AFP", "Reuters", "UN", "NASA", "FIFA", "OPEC", "WHO"]
+          "team", "wins", "loses", "report", "minister", "budget", "oil", "price",
+          "vote", "strike", "bank", "rates", "drought", "fire", "flood", "trial", "deal",
+          "merger", "profit", "loss", "coach", "final", "cup", "record", "heat", "port",
+          "union", "talks", "border", "summit", "crash", "launch"]
+_NAMES = ["Smith", "Jones", "Nguyen", "Garcia", "Chen", "Okafor", "Muller", "Rossi",
+          "Kowalski", "Haddad", "Tanaka", "Silva", "Ivanova", "Murphy", "Dubois", "Kim",
+          "Patel", "Cohen", "Larsen", "Novak", "Mensah", "Costa", "Walsh", "Ortiz"]
+_PLACES = ["Sydney", "Paris", "Lagos", "Oslo", "Lima", "Austin", "Delhi", "Seoul",
+           "Perth", "Cairo", "Quito", "Riga", "Hanoi", "Dakar", "Porto", "Accra",
+           "Tunis", "Minsk", "Baku", "Doha", "Kyiv", "Lyon", "Cork", "Graz"]
+_ORGS = ["AAP", "AFP", "Reuters", "UN", "NASA", "FIFA", "OPEC", "WHO", "IMF", "NATO",
+         "WTO", "ECB", "IOC", "UEFA", "OECD", "ASEAN"]
+_IDS = [f"{src}.{n}" for src in ("AAP", "AFP", "AP", "DPA") for n in range(1, 51)]
+_DATES = [f"2025{m:02d}{d:02d}" for m in range(1, 13) for d in (1, 8, 15, 22)]
 
 NITF = {
     "root": "nitf",
     "elements": {
         "nitf": {"children": [["head", 1, 1], ["body", 1, 1]],
                  "attrs": {"version": ["-//IPTC//DTD NITF 3.4//EN", "-//IPTC//DTD NITF 3.6//EN"],
-                           "change.date": ["20131020", "20240101", "20250612"]}},
+                           "change.date": _DATES}},
         "head": {"children": [["title", 0, 1], ["meta", 0, None], ["tobject", 0, 1],
                               ["docdata", 1, 1], ["pubdata", 0, None],
                               ["revision-history", 0, None]]},
         "title": {"text": _WORDS},
         "meta": {"attrs": {"name": ["anpa-category", "anpa-keyword", "anpa-priority", "source"],
-                           "content": ["a", "f", "s", "x", "1", "2", "3"]}},
+                           "content": _WORDS}},
         "tobject": {"children": [["tobject.property", 0, None], ["tobject.subject", 0, None]],
                     "attrs": {"tobject.type": ["News", "Analysis", "Feature", "Opinion"]}},
         "tobject.property": {"attrs": {"tobject.property.type": ["Current", "History",
@@ -37,11 +50,11 @@ NITF = {
         "docdata": {"children": [["doc-id", 0, 1], ["urgency", 0, 1], ["date.issue", 0, 1],
                                  ["date.release", 0, 1], ["doc.copyright", 0, 1],
                                  ["key-list", 0, 1], ["identified-content", 0, 1]]},
-        "doc-id": {"attrs": {"id-string": ["AAP.1", "AAP.2", "AFP.7", "AP.3", "DPA.9"],
+        "doc-id": {"attrs": {"id-string": _IDS,
                              "regsrc": ["AAP", "AFP", "AP"]}},
         "urgency": {"attrs": {"ed-urg": ["1", "2", "3", "4", "5", "6", "7", "8"]}},
-        "date.issue": {"attrs": {"norm": ["20131020T192751+1100", "20240101T000000Z"]}},
-        "date.release": {"attrs": {"norm": ["20131020T192751+1100", "20240102T080000Z"]}},
+        "date.issue": {"attrs": {"norm": [d + "T000000Z" for d in _DATES]}},
+        "date.release": {"attrs": {"norm": [d + "T080000Z" for d in _DATES]}},
         "doc.copyright": {"attrs": {"year": ["2013", "2024", "2025"], "holder": _ORGS}},
         "key-list": {"children": [["keyword", 1, None]]},
         "keyword": {"attrs": {"key": _WORDS}},
@@ -51,25 +64,27 @@ NITF = {
                               "edition.area": ["SF", "NY", "LA", "SYD", "LON"],
                               "edition.name": ["morning", "evening", "final"],
                               "position.section": ["front", "sport", "business", "world"],
-                              "position.sequence": ["1", "2", "3", "10", "25"]}},
+                              "position.sequence": [str(n) for n in range(1, 41)]}},
         "revision-history": {"attrs": {"name": _NAMES, "function": ["editor", "writer"]}},
         "body": {"children": [["body.head", 0, 1], ["body.content", 1, 1], ["body.end", 0, 1]]},
         "body.head": {"children": [["hedline", 1, 1], ["byline", 0, None], ["distributor", 0, 1],
                                    ["dateline", 0, 1], ["abstract", 0, 1]]},
         "hedline": {"children": [["hl1", 1, 1], ["hl2", 0, None]]},
-        "hl1": {"text": _WORDS, "attrs": {"id": ["h1", "h2", "h3"]}},
+        "hl1": {"text": _WORDS, "attrs": {"id": [f"h{n}" for n in range(1, 31)]}},
         "hl2": {"text": _WORDS},
         "byline": {"children": [["person", 0, 1], ["byttl", 0, 1]]},
         "byttl": {"text": ["Correspondent", "Editor", "Staff"]},
         "distributor": {"text": _ORGS},
         "dateline": {"children": [["location", 0, 1], ["story.date", 0, 1]]},
-        "story.date": {"attrs": {"norm": ["20131020", "20240101"]}, "text": ["Monday", "Friday"]},
+        "story.date": {"attrs": {"norm": _DATES},
+                       "text": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]},
         "abstract": {"children": [["p", 1, None]]},
         "body.content": {"children": [["p", 0, None], ["block", 0, None], ["table", 0, 1],
                                       ["media", 0, None]]},
         "block": {"children": [["hl2", 0, 1], ["p", 0, None], ["block", 0, None],
                                ["media", 0, 1]],
-                  "attrs": {"style": ["quote", "box", "sidebar"], "id": ["b1", "b2", "b3"]}},
+                  "attrs": {"style": ["quote", "box", "sidebar"],
+                            "id": [f"b{n}" for n in range(1, 31)]}},
         "p": {"children": [["em", 0, None], ["person", 0, None], ["org", 0, None],
                            ["location", 0, None], ["q", 0, 1]],
               "attrs": {"lede": ["true", "false"], "class": ["lead", "body", "quote"]},
@@ -84,7 +99,7 @@ NITF = {
         "td": {"text": ["1", "2", "10", "2.5", "-3", "n/a"], "attrs": {"align": ["left", "right"]}},
         "media": {"children": [["media-reference", 1, None], ["media-caption", 0, 1]],
                   "attrs": {"media-type": ["image", "video", "audio"]}},
-        "media-reference": {"attrs": {"source": ["a.jpg", "b.png", "c.mp4"],
+        "media-reference": {"attrs": {"source": [f"img{n}.jpg" for n in range(1, 41)],
                                       "mime-type": ["image/jpeg", "image/png", "video/mp4"],
                                       "height": ["120", "480", "1080"],
                                       "width": ["160", "640", "1920"]}},

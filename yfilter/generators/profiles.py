@@ -3,7 +3,9 @@
 Parameters: ``depth`` (steps per path), ``p_star`` (probability a name test is
 ``*``), ``p_desc`` (probability a step is ``//``, which may skip levels),
 ``n_preds`` (value predicates per profile: an int or an inclusive ``(lo, hi)``),
-``n_nested`` (nested paths per profile), ``skew`` (Zipf exponent of the choice
+``n_nested`` (nested paths per profile), ``nested_values`` (probability that a
+nested path ends in a value comparison, ``[head/pubdata/@edition.area = 'SF']``,
+rather than testing existence), ``skew`` (Zipf exponent of the choice
 among an element's children; 0 is uniform), ``distinct`` (never repeat a profile).
 ``rich`` is the probability that a predicate uses the rest of the language
 (comparisons of every kind, ``text()``, ``.``, functions, positions, ``and``,
@@ -32,7 +34,7 @@ class ProfileGenerator:
 
     def __init__(self, schema: Schema, *, depth: int = 6, p_star: float = 0.2,
                  p_desc: float = 0.2, n_preds: int | tuple[int, int] = 0, n_nested: int = 0,
-                 skew: float = 0.0, distinct: bool = True, rich: float = 0.0,
+                 nested_values: float = 0.5, skew: float = 0.0, distinct: bool = True, rich: float = 0.0,
                  seed: int = 0) -> None:
         if depth < 1:
             raise ValueError("depth must be at least 1")
@@ -40,6 +42,7 @@ class ProfileGenerator:
         self.depth, self.p_star, self.p_desc = depth, p_star, p_desc
         self.n_preds = (n_preds, n_preds) if isinstance(n_preds, int) else tuple(n_preds)
         self.n_nested, self.skew, self.distinct, self.rich = n_nested, skew, distinct, rich
+        self.nested_values = nested_values
         self.rnd = random.Random(seed)
         self._seen: set[str] = set()
 
@@ -103,8 +106,10 @@ class ProfileGenerator:
     def _profile(self) -> str:
         rnd = self.rnd
         steps = self._path(None, self.depth)
+        valued = [s for s in steps if self.schema.elements[s[1]].attrs
+                  or self.schema.elements[s[1]].text] or steps
         for _ in range(rnd.randint(*self.n_preds)):
-            st = rnd.choice(steps)
+            st = rnd.choice(valued)  # a value predicate goes where there are values
             st[3].append(self._value_pred(st[1]))
         for _ in range(self.n_nested):
             candidates = [s for s in steps if self._children(s[1])]
@@ -165,17 +170,17 @@ class ProfileGenerator:
         if not rel:
             return "."
         last = rel[-1][1]
-        r = rnd.random()
-        if r < 0.4:
+        if rnd.random() < self.nested_values:
+            spec = self.schema.elements[last]
             p = self._attr_eq(last)
-            if p is not None:
+            if p is not None and (not spec.text or rnd.random() < 0.7):
                 if rnd.random() < 0.5:
                     return self._render(rel, absolute=False) + "/" + p
                 rel[-1][3].append(p)
-        elif r < 0.55 and self.schema.elements[last].text:
-            lit = self._literal(self.schema.elements[last].text)
-            if lit is not None:
-                return f"{self._render(rel, absolute=False)} = {lit}"
+            elif spec.text:
+                lit = self._literal(spec.text)
+                if lit is not None:
+                    return f"{self._render(rel, absolute=False)} = {lit}"
         return self._render(rel, absolute=False)
 
     def _rich_pred(self, el: str, depth: int = 0) -> str:

@@ -1,0 +1,39 @@
+"""lxml as the oracle: each profile evaluated one by one as ``boolean(xpath)``."""
+
+from __future__ import annotations
+
+from lxml import etree
+
+from formats import Message
+from yfilter import Engine
+
+
+def strip_msg(profile: str) -> str:
+    return profile[4:] if profile.startswith("$msg") else profile
+
+
+def lxml_matches(profiles: dict[str, str], xml: bytes,
+                 namespaces: dict[str, str] | None = None) -> frozenset[str]:
+    root = etree.fromstring(xml)
+    out = set()
+    for pid, text in profiles.items():
+        if etree.XPath(f"boolean({strip_msg(text)})", namespaces=namespaces or {})(root):
+            out.add(pid)
+    return frozenset(out)
+
+
+def disagreements(engine: Engine, profiles: dict[str, str], xml: bytes,
+                  namespaces: dict[str, str] | None = None) -> list[tuple[str, bool, bool]]:
+    """(profile, lxml, engine) for every profile where the engine differs from lxml:
+    on the bytes, and on the decoded Message (whose oracle is lxml on the Message's
+    own XML: a Message keeps no comments, so text split by one is merged there)."""
+    expected = lxml_matches(profiles, xml, namespaces)
+    got_bytes = engine.match(xml)
+    msg = Message.from_xml(xml)
+    expected_msg = lxml_matches(profiles, msg.to_xml(), namespaces)
+    got_msg = engine.match(msg)
+    out = []
+    for pid in sorted((expected ^ got_bytes) | (expected_msg ^ got_msg)):
+        out.append((profiles[pid], pid in expected, pid in got_bytes,
+                    pid in expected_msg, pid in got_msg))
+    return out
