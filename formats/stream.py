@@ -119,17 +119,17 @@ class StreamCodec:
             tags = list(map(table.__getitem__, _unpack_ints(codes, n)))
         except IndexError:
             raise FormatError(f"{self.name} payload has element codes outside its name table") from None
-        depths = _unpack_ints(depths, n)
+        depths = list(_unpack_ints(depths, n))
         parents, ends = _structure(depths)
-        if set(map(type, attrs)) != {dict}:
-            raise FormatError(f"{self.name} payload has attributes that are not maps")
         owners = list(compress(attrs, attrs))  # the elements that have attributes
-        try:  # join refuses anything but strings, in C
+        try:  # join refuses anything but strings, dict.values anything but dicts, in C
             "".join(texts)
             "".join(tails)
             "".join(chain.from_iterable(map(dict.values, owners)))
         except TypeError:
-            raise FormatError(f"{self.name} payload has texts or attribute values that are not strings") from None
+            raise FormatError(f"{self.name} payload has texts or attributes of the wrong type") from None
+        if len(owners) + attrs.count(_EMPTY) != n:  # the others must all be empty maps
+            raise FormatError(f"{self.name} payload has attributes that are not maps")
         if tails[0]:
             raise FormatError(f"{self.name} payload has a tail after the root element")
         if self.needs_dictionary:
@@ -215,10 +215,11 @@ def _pack_ints(values: list[int]) -> bytes:
         return wide.tobytes()
 
 
-def _unpack_ints(blob: object, n: int) -> list[int]:
-    """Inverse of :func:`_pack_ints` for ``n`` values (the width follows from the length)."""
+def _unpack_ints(blob: object, n: int) -> bytes | list[int]:
+    """Inverse of :func:`_pack_ints` for ``n`` values (the width follows from the
+    length): the bytes themselves when one byte wide (they index and iterate as ints)."""
     if type(blob) is bytes and len(blob) == n:
-        return list(blob)
+        return blob
     if type(blob) is bytes and len(blob) == 2 * n:
         wide = array("H", blob)
         if sys.byteorder == "big":
@@ -250,8 +251,9 @@ def _structure(depths: list[int]) -> tuple[list[int], list[int]]:
         raise FormatError(f"element {i} is nested deeper than the limit of {MAX_DEPTH}") from None
     n = len(depths)
     ends = list(range(1, n + 1))
-    for i in range(n - 1, 0, -1):  # a subtree ends where its last child's does
-        e, p = ends[i], parents[i]
+    # A subtree ends where its last child's does; children come before parents here.
+    for i, p in zip(range(n - 1, 0, -1), reversed(parents)):
+        e = ends[i]
         if e > ends[p]:
             ends[p] = e
     return parents, ends
