@@ -12,7 +12,7 @@ it too (no false negatives); the query may match more (false positives), because
 * an ``or`` that would expand past :data:`MAX_DISJUNCTS` conjunctions is dropped.
 
 Predicates that only test the step's own element (``[@a = 'v']``, ``[. > 3]``,
-``[contains(text(), 'x') or @b]``, even under ``not``) stay on the step.
+``[contains(text(), 'x') or @b]``, even under ``not``) stay on the step, each once.
 
 Atoms are written with element names in Clark notation (``{uri}local``), the
 engine's canonical form; :func:`engine_text` turns one into profile text for an
@@ -95,7 +95,7 @@ def _is_constant(expr: ast.Compare) -> bool:
     return all(isinstance(x, (ast.Literal, ast.Number)) for x in (expr.left, expr.right))
 
 
-def _step_text(step: ast.Step, local: list[ast.Expr]) -> str:
+def _step_text(step: ast.Step, local: list[str]) -> str:
     return step.axis + step.test + "".join(f"[{p}]" for p in local)
 
 
@@ -108,7 +108,7 @@ def _steps(steps: tuple[ast.Step, ...], base: str, last_test: str | None) -> Rou
         local = [p for p in step.preds if _is_local(p) and not isinstance(p, ast.Number)]
         if i == len(steps) - 1 and last_test is not None:
             local.append(last_test)
-        text += _step_text(step, local)
+        text += _step_text(step, list(dict.fromkeys(map(str, local))))  # [p][p] is [p]: no positions here
         for pred in step.preds:
             if not _is_local(pred):
                 factors.append(_pred(pred, text))
@@ -192,6 +192,8 @@ def engine_text(atom: str, prefixes: dict[str, str]) -> str:
     >>> engine_text("/{http://x}a[@b = '{not a name}']", p), p
     ("/ns0:a[@b = '{not a name}']", {'http://x': 'ns0'})
     """
+    if "{" not in atom:
+        return atom
     out, i, quote = [], 0, None
     while i < len(atom):
         ch = atom[i]

@@ -27,11 +27,11 @@ True
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
-from routing.dnf import Conjunction, RoutingQuery, engine_text
-from yfilter import Engine
+from routing.dnf import RoutingQuery
+from routing.generalize import Budget, GeneralizedView
+from routing.matcher import LinkMatcher
 
 
 @dataclass(frozen=True)
@@ -54,26 +54,35 @@ class Delta:
 
 
 class RoutingTable:
-    """The routing table of ``broker`` for one broadcast tree (see module docstring)."""
+    """The routing table of ``broker`` for one broadcast tree (see module docstring).
 
-    def __init__(self, broker: str) -> None:
+    With a ``budget`` the table routes with a generalized view that fits it (see
+    :mod:`routing.generalize`); contributions, entries and deltas stay exact.
+    ``samples`` is how many recent messages measure what generalizing costs."""
+
+    def __init__(self, broker: str, budget: Budget | None = None, *, samples: int = 32) -> None:
         self.broker = broker
         self._contrib: dict[str, dict[str, tuple[int, RoutingQuery | None]]] = {}
-        self._conj: dict[str, Counter[Conjunction]] = {}
-        self._atom_refs: Counter[str] = Counter()
-        self._by_atom: dict[str, set[tuple[str, Conjunction]]] = {}
-        self._always: Counter[str] = Counter()  # links with an empty (always-true) conjunction
-        self._prefixes: dict[str, str] = {}
-        self._engine = Engine()
+        self._exact = LinkMatcher()
+        self._view = GeneralizedView(budget, samples) if budget is not None else None
+
+    @property
+    def budget(self) -> Budget | None:
+        return None if self._view is None else self._view.budget
 
     @property
     def links(self) -> list[str]:
         """Output links that have at least one profile below them."""
-        return sorted(link for link, c in self._conj.items() if c)
+        return self._exact.links
 
     def entry(self, link: str) -> RoutingQuery:
         """The routing query of one output link (the union of its profiles' queries)."""
-        return frozenset(self._conj.get(link, ()))
+        return self._exact.conjunctions(link)
+
+    def view(self, link: str) -> RoutingQuery:
+        """The query this table routes ``link`` with: :meth:`entry`, or its
+        generalization when the table has a budget."""
+        return self.entry(link) if self._view is None else self._view.matcher.conjunctions(link)
 
     def version(self, link: str, profile_id: str) -> int | None:
         held = self._contrib.get(link, {}).get(profile_id)
@@ -86,73 +95,33 @@ class RoutingTable:
         if old is not None and old[0] >= delta.version:
             return False
         held[delta.profile_id] = (delta.version, delta.query)
-        if old is not None and old[1] is not None:
-            for conj in old[1]:
-                self._unref(link, conj)
         if delta.query is not None:
             for conj in delta.query:
-                self._ref(link, conj)
+                if self._exact.add(link, conj) and self._view is not None:
+                    self._view.add(link, conj, self._exact)
+        if old is not None and old[1] is not None:
+            for conj in old[1]:
+                if self._exact.discard(link, conj) and self._view is not None:
+                    self._view.discard(link, conj, self._exact)
         return True
-
-    def _ref(self, link: str, conj: Conjunction) -> None:
-        counts = self._conj.setdefault(link, Counter())
-        counts[conj] += 1
-        if counts[conj] > 1:
-            return
-        if not conj:
-            self._always[link] += 1
-        for atom in conj:
-            self._by_atom.setdefault(atom, set()).add((link, conj))
-            self._atom_refs[atom] += 1
-            if self._atom_refs[atom] == 1:
-                self._add_atom(atom)
-
-    def _unref(self, link: str, conj: Conjunction) -> None:
-        counts = self._conj[link]
-        counts[conj] -= 1
-        if counts[conj] > 0:
-            return
-        del counts[conj]
-        if not conj:
-            self._always[link] -= 1
-            if not self._always[link]:
-                del self._always[link]
-        for atom in conj:
-            self._by_atom[atom].discard((link, conj))
-            self._atom_refs[atom] -= 1
-            if not self._atom_refs[atom]:
-                del self._atom_refs[atom], self._by_atom[atom]
-                self._engine.remove(atom)
-
-    def _add_atom(self, atom: str) -> None:
-        known = len(self._prefixes)
-        text = engine_text(atom, self._prefixes)
-        if len(self._prefixes) != known:
-            # The engine binds prefixes when it is built: a new namespace URI means a
-            # new engine with every atom re-added (rare: URIs come with new schemas).
-            self._engine = Engine({p: uri for uri, p in self._prefixes.items()})
-            for other in self._atom_refs:
-                if other != atom:
-                    self._engine.add(other, engine_text(other, self._prefixes))
-        self._engine.add(atom, text)
 
     def route(self, message) -> set[str]:
         """Output links whose routing query ``message`` matches (XML bytes or a
-        :class:`formats.Message`). Conjunctions of links already chosen are skipped."""
-        chosen = set(self._always)
-        if len(chosen) == len(self._conj):
-            return chosen
-        matched = self._engine.match(message) if self._atom_refs else frozenset()
-        seen: Counter[tuple[str, Conjunction]] = Counter()
-        for atom in matched:
-            for key in self._by_atom[atom]:
-                link, conj = key
-                if link in chosen:
-                    continue
-                seen[key] += 1
-                if seen[key] == len(conj):
-                    chosen.add(link)
-        return chosen
+        :class:`formats.Message`). Conjunctions of links already chosen are skipped.
+        A table with a budget samples the message and re-plans its view first when
+        that is due (see :meth:`GeneralizedView.due`)."""
+        if self._view is None:
+            return self._exact.route(message)
+        self._view.observe(message)
+        if self._view.due(self._exact):
+            self._view.rebuild(self._exact)
+        return self._view.matcher.route(message)
+
+    def regeneralize(self) -> None:
+        """Re-plan the generalized view now (with the messages sampled so far)."""
+        if self._view is None:
+            raise ValueError(f"routing table of {self.broker} has no budget to generalize to")
+        self._view.rebuild(self._exact)
 
     def aggregate(self, local: dict[str, tuple[int, RoutingQuery | None]] | None = None) -> list[Delta]:
         """``Aggregate()``: the whole table (plus local profiles) as deltas for the
@@ -165,8 +134,19 @@ class RoutingTable:
                     out[pid] = (version, query)
         return [Delta(pid, v, q) for pid, (v, q) in sorted(out.items())]
 
+    def contributions(self) -> dict[str, dict[str, tuple[int, RoutingQuery | None]]]:
+        """Everything the table holds, per link: profile id -> (version, query). Feeding
+        these back through :meth:`apply` rebuilds an equal table (broker snapshots and
+        the compiled plans shipped to executors rely on it)."""
+        return {link: dict(held) for link, held in self._contrib.items()}
+
     def stats(self) -> dict[str, int]:
-        """Size of the table: links, conjunctions, distinct atoms, engine states."""
-        e = self._engine.stats()
-        return {"links": len(self.links), "conjunctions": sum(len(c) for c in self._conj.values()),
-                "atoms": len(self._atom_refs), "nfa_states": e["nfa_states"], "guards": e["guards"]}
+        """Size of what the table routes with — links, conjunctions, distinct atoms,
+        NFA states, guards (predicates) — and, with a budget, the same of the exact
+        table as ``exact_*`` plus ``rebuilds`` (plans made so far)."""
+        if self._view is None:
+            return self._exact.stats()
+        out = self._view.matcher.stats()
+        out.update({f"exact_{k}": v for k, v in self._exact.stats().items()})
+        out["rebuilds"] = self._view.rebuilds
+        return out

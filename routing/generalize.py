@@ -1,0 +1,165 @@
+"""Content generalization: the view a routing table routes with when it has a budget.
+
+A routing table keeps every profile's contribution exactly (so deltas stay exact);
+when it has a :class:`~routing.budget.Budget` it routes with a *generalized view*
+derived from those contributions: fewer atoms, automaton states and predicates, at
+the price of some false positives and never a false negative. The kinds of
+generalization (issue 6, see :mod:`routing.atoms` for why each one is sound):
+
+(a) ``common``   a link's conjunctions become one: the atoms all of them imply;
+(b) ``drop``     atoms differing only in predicates lose them (``/a/b[@c='x']`` -> ``/a/b``),
+    ``strip``    or only in one step's predicates lose those;
+(c) ``merge``    predicates on the same step and operand merge into a value set or a
+                 numeric range (``[@c='x']``, ``[@c='y']`` -> ``[@c='x' or @c='y']``);
+(d) ``shorten``  paths keep their first and last step (``/a/b/c/d`` -> ``/a//d``);
+(e) ``forget``   an atom leaves the conjunctions that have other atoms too.
+
+:mod:`routing.planner` chooses them to fit the budget while losing as little
+filtering power as possible on a sample of recent messages. :class:`GeneralizedView`
+keeps the view in step with the exact table between plans — a new conjunction is
+generalized by the plan's rules (an atom no rule covers stays exact, so nothing is
+ever missed), a link collapsed by (a) keeps one conjunction that only gets weaker —
+and re-plans when the view is over budget, when its sample has grown, or when many
+deltas went by.
+
+>>> from routing.matcher import LinkMatcher
+>>> exact = LinkMatcher()
+>>> for v in "xyz":
+...     _ = exact.add("b5", frozenset({f"/nitf/head/pubdata[@edition.area = '{v}']"}))
+>>> view = GeneralizedView(Budget(atoms=1))
+>>> view.observe(b"<nitf><head><pubdata edition.area='w'/></head></nitf>")
+>>> for link, conj in exact.items():
+...     view.add(link, conj, exact)
+>>> view.rebuild(exact)
+>>> [sorted(c) for c in view.matcher.conjunctions("b5")]
+[["/nitf/head/pubdata[@edition.area = 'x' or @edition.area = 'y' or @edition.area = 'z']"]]
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from typing import Iterable
+
+import formats
+from routing import atoms as A
+from routing.budget import Budget, BudgetError
+from routing.dnf import Conjunction
+from routing.matcher import LinkMatcher, match_atoms
+from routing.planner import Plan, Rules, plan_view
+
+__all__ = ["Budget", "BudgetError", "GeneralizedView"]
+
+
+class GeneralizedView:
+    """A generalized, budget-fitting copy of an exact :class:`LinkMatcher`, updated
+    conjunction by conjunction (:meth:`add` / :meth:`discard` after the exact
+    matcher gained or lost a distinct conjunction) and re-planned by :meth:`rebuild`.
+
+    ``samples`` recent messages (see :meth:`observe`) measure filtering power;
+    a plan aims at ``headroom`` times the budget so that deltas fit for a while.
+    :meth:`due` says when to re-plan: over budget; the sample has grown fourfold
+    since the last plan (until full); or more than ``refresh`` times the table's
+    conjunctions changed since (stale generalizations get tighter again)."""
+
+    def __init__(self, budget: Budget, samples: int = 32, headroom: float = 0.8,
+                 refresh: float = 0.25) -> None:
+        if samples < 1:
+            raise BudgetError("a generalized view needs room for at least one sample message")
+        self.budget = budget
+        self.headroom, self.refresh = headroom, refresh
+        self.matcher = LinkMatcher()
+        self.samples: deque = deque(maxlen=samples)
+        self.rebuilds = 0
+        self.kinds: Counter = Counter()
+        self._rules = Rules()
+        self._common: dict[str, Conjunction] = {}
+        self._planned_with = 0
+        self._changes = 0
+
+    def map(self, conj: Conjunction) -> Conjunction:
+        """A conjunction under the current rules."""
+        return self._rules.conjunction(conj)
+
+    def add(self, link: str, conj: Conjunction, exact: LinkMatcher) -> None:
+        """``exact`` just gained ``conj`` on ``link``."""
+        self._changes += 1
+        held = self._common.get(link)
+        if held is None:
+            self.matcher.add(link, self.map(conj))
+            return
+        implied = set().union(*(A.closure(a) for a in conj | self.map(conj)))
+        weaker = A.prune(held & implied)
+        if weaker != held:
+            self.matcher.add(link, weaker)
+            self.matcher.discard(link, held)
+            self._common[link] = weaker
+
+    def discard(self, link: str, conj: Conjunction, exact: LinkMatcher) -> None:
+        """``exact`` just lost its last ``conj`` on ``link``."""
+        self._changes += 1
+        held = self._common.get(link)
+        if held is None:
+            self.matcher.discard(link, self.map(conj))
+        elif not exact.count(link):
+            self.matcher.discard(link, held)
+            del self._common[link]
+
+    def observe(self, message) -> None:
+        """Remember a message this table routes (the newest ``samples`` are kept,
+        decoded once so that measuring them does not parse them again)."""
+        if not isinstance(message, formats.Message):
+            message = formats.decode("text", bytes(message) if not isinstance(message, str) else message.encode())
+        self.samples.append(message)
+
+    def due(self, exact: LinkMatcher) -> bool:
+        n = len(self.samples)
+        if self._planned_with < self.samples.maxlen and n >= min(self.samples.maxlen, 4 * self._planned_with or 1):
+            return True
+        total = sum(exact.count(link) for link in exact.links)
+        if self._changes > max(64, self.refresh * total):
+            return True
+        return not self.budget.fits(self.matcher.stats())
+
+    def rebuild(self, exact: LinkMatcher) -> None:
+        """Re-plan from the exact table and the current sample, then rebuild the view."""
+        samples = list(self.samples)
+        known: dict[str, int] = dict.fromkeys(exact.atoms, 0)
+        for i, message in enumerate(samples):
+            for atom in exact.match_atoms(message):
+                known[atom] |= 1 << i
+
+        def bits(atoms: Iterable[str]) -> dict[str, int]:
+            atoms = list(atoms)
+            out = {a: known[a] for a in atoms if a in known}
+            out.update(match_atoms([a for a in atoms if a not in known], samples))
+            return out
+
+        items = list(exact.items())
+        target = self.budget.scaled(self.headroom)
+        for _ in range(4):
+            plan = plan_view(items, bits, len(samples), target)
+            matcher = self._build(exact, plan)
+            size = matcher.stats()
+            if self.budget.fits(size):
+                break
+            # The size model only estimates the engine: aim lower and plan again.
+            ratio = max(size[k] / max(lim, 1) for k, lim in self.budget.limits().items())
+            target = target.scaled(0.9 / ratio)
+        else:
+            plan = Plan(Rules(), {link: frozenset() for link in exact.links}, Counter(common=len(exact.links)))
+            matcher = self._build(exact, plan)
+        self.matcher, self._rules, self._common = matcher, plan.rules, dict(plan.common)
+        self.kinds = plan.kinds
+        self.rebuilds += 1
+        self._planned_with = len(samples)
+        self._changes = 0
+
+    @staticmethod
+    def _build(exact: LinkMatcher, plan: Plan) -> LinkMatcher:
+        matcher = LinkMatcher()
+        for link, conj in plan.common.items():
+            matcher.add(link, conj)
+        for link, conj in exact.items():
+            if link not in plan.common:
+                matcher.add(link, plan.rules.conjunction(conj))
+        return matcher

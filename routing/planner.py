@@ -1,0 +1,425 @@
+"""Choosing generalizations: a greedy search that fits a budget and loses little.
+
+:func:`plan_view` starts from an exact table — distinct ``(link, conjunction)``
+pairs — and repeatedly applies the candidate generalization with the best ratio of
+size saved to filtering power lost, until the view fits the target budget:
+
+``drop``     all atoms with one skeleton lose their predicates            (kind b)
+``strip``    atoms equal but for one step's predicates lose them          (kind b)
+``merge``    atoms differing in one simple predicate merge it             (kind c)
+``shorten``  all atoms with one shortened form take it                    (kind d)
+``common``   a link's conjunctions become the one they all imply          (kind a)
+``forget``   an atom leaves every conjunction that has other atoms too    (extra)
+
+Size saved is the change of the :class:`~routing.budget.SizeModel`, each measure
+weighted by one over its limit (only measures over the target count). Filtering
+power lost is the expected number of extra (message, link) forwardings on the sample:
+a conjunction's forwarding probability is ``(n + π) / (K + 1)`` where ``n`` counts
+the ``K`` sample messages it matches (atoms' matches are bit masks) and ``π`` — one
+pseudo-message — is the product over its atoms of ``(matches + mass) / (K + 1)``;
+``mass`` is 1/2 for an exact atom and the masses it replaced for a generalized one,
+so merging values never seen or dropping a predicate still costs something. Links
+combine their conjunctions as independent.
+
+The search is lazy: candidates wait in a heap with the price they had when pushed;
+the best is re-priced when it comes out and applied only if it is still the best.
+
+Atom-level choices become :class:`Rules`, which generalize any conjunction —
+including ones that arrive after planning — the same way.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from routing import atoms as A
+from routing.budget import Budget, SizeModel
+from routing.dnf import Conjunction
+
+Bits = Callable[[Iterable[str]], dict[str, int]]
+"""Atoms -> bit mask of the sample messages each one matches."""
+
+
+class Rules:
+    """Atom rewrites (drop / merge / shorten) and forgotten atoms, in the order they
+    were chosen. :meth:`apply` rewrites one atom as the plan did; :meth:`conjunction`
+    also forgets what the plan forgot.
+
+    >>> r = Rules()
+    >>> r.drop("/a/b")
+    >>> r.shorten("/a//b")
+    >>> r.apply("/a/b[@x = '1']"), r.apply("/a/q/b"), r.apply("/c")
+    ('/a/b', '/a//b', '/c')
+    >>> r.forget("/c")
+    >>> sorted(r.conjunction(frozenset({"/c", "/a/q/b"}))), sorted(r.conjunction(frozenset({"/c"})))
+    (['/a//b'], ['/c'])
+    """
+
+    def __init__(self) -> None:
+        self._drop: dict[str, int] = {}                                 # skeleton -> rule no.
+        self._strip: dict[str, int] = {}                                # atom less one step's preds -> no.
+        self._shorten: dict[str, int] = {}                              # shortened atom -> rule no.
+        self._merge: dict[tuple, tuple[int, A.PredSummary, str]] = {}   # key -> (no., summary, atom)
+        self._forget: dict[str, int] = {}                               # atom -> rule no.
+        self._n = 0
+        self._cache: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _next(self) -> int:
+        self._cache.clear()
+        self._n += 1
+        return self._n
+
+    def drop(self, skeleton: str) -> None:
+        self._drop.setdefault(skeleton, self._next())
+
+    def strip(self, result: str) -> None:
+        self._strip.setdefault(result, self._next())
+
+    def shorten(self, result: str) -> None:
+        self._shorten.setdefault(result, self._next())
+
+    def merge(self, key: tuple, summary: A.PredSummary, result: str) -> None:
+        self._merge[key] = (self._next(), summary, result)
+
+    def forget(self, atom: str) -> None:
+        self._forget.setdefault(atom, self._next())
+
+    def apply(self, atom: str) -> str:
+        """The generalized form of ``atom`` (itself if no rule covers it)."""
+        out = self._cache.get(atom)
+        if out is None:
+            out = self._cache[atom] = self._apply(atom)
+        return out
+
+    def _apply(self, atom: str) -> str:
+        after = 0
+        while True:
+            best: tuple[int, str] | None = None
+            i = self._drop.get(A.skeleton(atom), 0)
+            if i > after and A.has_predicates(atom):
+                best = (i, A.skeleton(atom))
+            for variant in A.strip_steps(atom):
+                i = self._strip.get(variant, 0)
+                if i > after and (best is None or i < best[0]):
+                    best = (i, variant)
+            short = A.shorten(atom)
+            i = self._shorten.get(short, 0) if short else 0
+            if i > after and (best is None or i < best[0]):
+                best = (i, short)
+            key = A.merge_key(atom)
+            if key in self._merge:
+                i, summary, result = self._merge[key]
+                if i > after and (best is None or i < best[0]) and summary.covers(A.summary(atom)):
+                    best = (i, result)
+            if best is None:
+                return atom
+            after, atom = best
+
+    def conjunction(self, conj: Conjunction) -> Conjunction:
+        """``conj`` with every atom rewritten and forgotten atoms left out (the one
+        forgotten last stays if all of them were)."""
+        atoms = {self.apply(a) for a in conj}
+        kept = {a for a in atoms if a not in self._forget}
+        if kept or not atoms:
+            return frozenset(kept)
+        return frozenset({max(atoms, key=self._forget.__getitem__)})
+
+
+@dataclass
+class Plan:
+    """What :func:`plan_view` chose: the rules, the links collapsed to one
+    conjunction (link -> conjunction), and how many choices of each kind."""
+
+    rules: Rules = field(default_factory=Rules)
+    common: dict[str, Conjunction] = field(default_factory=dict)
+    kinds: Counter = field(default_factory=Counter)
+
+
+_FINEST_FIRST = {"merge": 0, "forget": 1, "strip": 2, "drop": 3, "shorten": 4, "common": 5}  # ties: lose the least
+
+
+@dataclass
+class _Candidate:
+    kind: str
+    key: object                    # skeleton / merge key / shortened atom / forgotten atom / link
+    group: frozenset[str] = frozenset()   # view atoms replaced (drop, merge, shorten)
+    result: str | None = None      # the atom replacing them
+    conj: Conjunction | None = None       # common: the link's one conjunction
+    summary: A.PredSummary | None = None  # merge
+    score: float = 0.0
+    delta: dict | None = None
+
+
+class _Planner:
+    def __init__(self, items: Iterable[tuple[str, Conjunction]], bits: Bits, n_samples: int) -> None:
+        self.view: dict[str, set[Conjunction]] = defaultdict(set)
+        self.where: dict[str, set[tuple[str, Conjunction]]] = {}
+        self.index: dict[str, dict] = {kind: defaultdict(set) for kind in ("drop", "strip", "merge", "shorten")}
+        self.model = SizeModel()
+        for link, conj in items:
+            self._put(link, conj)
+        self.bits_fn = bits
+        self.k = n_samples
+        self.full = (1 << n_samples) - 1
+        self.mass: dict[str, float] = dict.fromkeys(self.where, 0.5)
+        self.bits: dict[str, int] = {}
+        derived = set(self.where)
+        for a in self.where:
+            s = A.shorten(a)
+            derived.update(filter(None, (A.skeleton(a), s, s and A.skeleton(s), s and A.shorten(s))))
+            derived.update(A.strip_steps(a))
+        self._need(derived)
+        self.log_q = {link: self._log_q(link) for link in self.view}  # log P(link not forwarded)
+        self.plan = Plan()
+
+    # -- the view ---------------------------------------------------------------------
+    def _put(self, link: str, conj: Conjunction) -> None:
+        self.view[link].add(conj)
+        for a in conj:
+            places = self.where.get(a)
+            if places is None:
+                places = self.where[a] = set()
+                self.model.add(a)
+                self._index(a, True)
+            places.add((link, conj))
+
+    def _take(self, link: str, conj: Conjunction) -> None:
+        self.view[link].discard(conj)
+        for a in conj:
+            places = self.where[a]
+            places.discard((link, conj))
+            if not places:
+                del self.where[a]
+                self.model.remove(a)
+                self._index(a, False)
+
+    def _index(self, atom: str, present: bool) -> None:
+        keys = [("drop", A.skeleton(atom) if A.has_predicates(atom) else None),
+                ("merge", A.merge_key(atom)), ("shorten", A.shorten(atom)),
+                *(("strip", v) for v in A.strip_steps(atom))]
+        for kind, key in keys:
+            if key is not None:
+                group = self.index[kind][key]
+                if present:
+                    group.add(atom)
+                else:
+                    group.discard(atom)
+                    if not group:
+                        del self.index[kind][key]
+
+    # -- estimates ----------------------------------------------------------------------
+    def _need(self, atoms: Iterable[str]) -> None:
+        missing = [a for a in atoms if a not in self.bits]
+        if missing:
+            self.bits.update(self.bits_fn(missing))
+
+    def _p_conj(self, conj: Iterable[str], masses: dict[str, float] | None = None) -> float:
+        mask, prior = self.full, 1.0
+        for a in conj:
+            bits = self.bits[a]
+            mask &= bits
+            m = masses[a] if masses and a in masses else self.mass.get(a, 1.0)
+            prior *= (bits.bit_count() + m) / (self.k + 1)
+        return min((mask.bit_count() + prior) / (self.k + 1), 1.0 - 1e-9)
+
+    def _log_q(self, link: str) -> float:
+        return sum(math.log1p(-self._p_conj(c)) for c in self.view[link])
+
+    def _lost(self, changes: dict[str, float]) -> float:
+        """Extra forwardings (in sample messages) if each link's log q changed by ``changes``."""
+        return (self.k + 1) * sum(math.exp(self.log_q[link]) - math.exp(self.log_q[link] + d)
+                                  for link, d in changes.items())
+
+    # -- candidates -------------------------------------------------------------------------
+    def candidate(self, kind: str, key) -> _Candidate | None:
+        """The candidate ``(kind, key)`` as the view is now (None if it does nothing)."""
+        if kind == "common":
+            conjs = self.view.get(key, ())
+            if len(conjs) < 2:
+                return None
+            common = A.common(conjs)
+            self._need(common)
+            return _Candidate(kind, key, conj=common)
+        if kind == "forget":
+            if key not in self.where or not any(len(c) > 1 for _, c in self.where[key]):
+                return None
+            return _Candidate(kind, key, group=frozenset({key}))
+        group = self.index[kind].get(key)
+        if not group:
+            return None
+        if kind == "merge":
+            if len(group) < 2:
+                return None
+            members = sorted(group)
+            summary = A.summary(members[0])
+            for a in members[1:]:
+                summary = summary.join(A.summary(a))
+            result = A.merged(key, summary)
+            if result not in self.bits:
+                if summary.kind == "values":
+                    self.bits[result] = 0
+                    for a in members:
+                        self.bits[result] |= self.bits[a]  # a value set matches iff one value does
+                else:
+                    self._need([result])
+            return _Candidate(kind, key, frozenset(group) - {result}, result, summary=summary)
+        self._need([key])
+        return _Candidate(kind, key, frozenset(group), key)
+
+    def _result_mass(self, c: _Candidate) -> float:
+        return min(1.0, self.mass.get(c.result, 0.0) + sum(self.mass[a] for a in c.group))
+
+    def _places(self, c: _Candidate) -> set[tuple[str, Conjunction]]:
+        if c.kind == "common":
+            return {(c.key, conj) for conj in self.view[c.key]}
+        if c.kind == "forget":
+            return {p for p in self.where[c.key] if len(p[1]) > 1}
+        return {p for a in c.group for p in self.where[a]}
+
+    def _rewrite(self, c: _Candidate, conj: Conjunction) -> Conjunction:
+        if c.kind == "forget":
+            return conj - c.group
+        return frozenset(c.result if a in c.group else a for a in conj)
+
+    def price(self, c: _Candidate, weights: dict[str, float]) -> None:
+        """Size saved (weighted) over filtering power lost."""
+        changes: dict[str, float] = defaultdict(float)
+        if c.kind == "common":
+            gone = {a for conj in self.view[c.key] for a in conj
+                    if all(link == c.key for link, _ in self.where[a])}
+            c.delta = self.model.delta(gone, c.conj)
+            changes[c.key] = math.log1p(-self._p_conj(c.conj)) - self.log_q[c.key]
+        else:
+            places = self._places(c)
+            if c.kind == "forget":
+                whole = len(places) == len(self.where[c.key])
+                c.delta = self.model.delta(c.group if whole else (), ())
+                masses = None
+            else:
+                c.delta = self.model.delta(c.group, [c.result])
+                masses = {c.result: self._result_mass(c)}
+            for link, conj in places:
+                changes[link] += (math.log1p(-self._p_conj(self._rewrite(c, conj), masses))
+                                  - math.log1p(-self._p_conj(conj)))
+        gain = -sum(w * c.delta[k] for k, w in weights.items())
+        c.score = gain / (self._lost(changes) + 1e-6) if gain > 0 else 0.0
+
+    def apply(self, c: _Candidate) -> None:
+        self.plan.kinds[c.kind] += 1
+        if c.kind == "common":
+            for conj in list(self.view[c.key]):
+                self._take(c.key, conj)
+            for a in c.conj:
+                self.mass.setdefault(a, 1.0)
+            self._put(c.key, c.conj)
+            self.plan.common[c.key] = c.conj
+            touched = {c.key}
+        else:
+            places = self._places(c)
+            if c.kind != "forget":
+                self.mass[c.result] = self._result_mass(c)
+            for link, conj in places:
+                self._take(link, conj)
+                self._put(link, self._rewrite(c, conj))
+            touched = {link for link, _ in places}
+            if c.kind == "drop":
+                self.plan.rules.drop(c.result)
+            elif c.kind == "strip":
+                self.plan.rules.strip(c.result)
+            elif c.kind == "shorten":
+                self.plan.rules.shorten(c.result)
+            elif c.kind == "merge":
+                self.plan.rules.merge(c.key, c.summary, c.result)
+            else:
+                self.plan.rules.forget(c.key)
+        for link in touched:
+            self.log_q[link] = self._log_q(link)
+
+    def _keys(self, atoms: Iterable[str]) -> list[tuple[str, object]]:
+        out = []
+        for a in atoms:
+            if A.has_predicates(a):
+                out.append(("drop", A.skeleton(a)))
+            out.extend(("strip", v) for v in A.strip_steps(a))
+            if A.merge_key(a) is not None:
+                out.append(("merge", A.merge_key(a)))
+            if A.shorten(a) is not None:
+                out.append(("shorten", A.shorten(a)))
+            out.append(("forget", a))
+        return out
+
+    # -- the search ------------------------------------------------------------------------
+    def run(self, target: Budget) -> Plan:
+        limits = target.limits()
+
+        def weights() -> dict[str, float]:
+            size = self.model.size()
+            return {k: 1.0 / max(lim, 1) for k, lim in limits.items() if size[k] > lim}
+
+        heap: list = []
+        seq = 0
+
+        def push(kind: str, key, w: dict[str, float]) -> None:
+            nonlocal seq
+            c = self.candidate(kind, key)
+            if c is None:
+                return
+            self.price(c, w)
+            if c.score > 0:
+                seq += 1
+                heapq.heappush(heap, (-c.score, _FINEST_FIRST[kind], seq, kind, key))
+
+        w = weights()
+        if w:
+            keys = {(kind, key) for kind in self.index for key in self.index[kind]}
+            keys |= {("forget", a) for a in self.where}
+            keys |= {("common", link) for link in self.view}
+            for kind, key in sorted(keys, key=repr):
+                push(kind, key, w)
+        while w and heap:
+            _, _, _, kind, key = heapq.heappop(heap)
+            c = self.candidate(kind, key)
+            if c is None:
+                continue
+            self.price(c, w)
+            if c.score <= 0:
+                continue
+            if heap and c.score < -heap[0][0]:
+                seq += 1
+                heapq.heappush(heap, (-c.score, _FINEST_FIRST[kind], seq, kind, key))
+                continue
+            self.apply(c)
+            w = weights()
+            new = [c.result] if c.result else list(c.conj or ())
+            for kind2, key2 in self._keys(new):
+                push(kind2, key2, w)
+            if c.kind != "common":
+                for link in {link for a in new for link, _ in self.where.get(a, ())}:
+                    push("common", link, w)
+        self._fallback(limits)
+        for link in self.plan.common:
+            (self.plan.common[link],) = self.view[link]
+        return self.plan
+
+    def _fallback(self, limits: dict[str, int]) -> None:
+        """Links that still do not fit route everything (one empty conjunction),
+        biggest first."""
+        for link in sorted(self.view, key=lambda link: (-sum(len(c) for c in self.view[link]), link)):
+            size = self.model.size()
+            if all(size[k] <= lim for k, lim in limits.items()):
+                break
+            self.apply(_Candidate("common", link, conj=frozenset()))
+
+
+def plan_view(items: Iterable[tuple[str, Conjunction]], bits: Bits, n_samples: int, target: Budget) -> Plan:
+    """Choose generalizations for the distinct ``(link, conjunction)`` pairs of an
+    exact table so that the view fits ``target``; ``bits(atoms)`` gives each atom's
+    matches on the ``n_samples`` sample messages as bit masks."""
+    return _Planner(items, bits, n_samples).run(target)

@@ -1,0 +1,521 @@
+"""The routing simulator: ONYX's query and data planes in one process.
+
+``python -m routing.simulate --brokers 100 --profiles 10000 --messages 500 --churn 0.1``
+
+An overlay of N brokers (a generator of :mod:`routing.generators`) with one
+broadcast tree per source root. Subscribers' profiles (:mod:`routing.workload`) are
+placed on host brokers by a :data:`~routing.placement.Placement`; each host matches
+its profiles with its own :class:`yfilter.Engine`, and every registration, update or
+deletion travels up every tree as a :class:`~routing.table.Delta`, hop by hop, each
+broker applying it to its :class:`~routing.table.RoutingTable` and forwarding it if
+it was news. Deltas in flight are delivered in a shuffled order and some are
+replayed (``--replay``), so versioning and idempotence are exercised all the time.
+
+Messages are published at random sources and routed down the source's tree; a
+centralized engine over all live profiles is the ground truth. Per message the
+simulator checks that every host with a matching profile was reached (else a false
+negative) and that the set of profiles delivered is exactly the expected one, and
+counts, per link, messages and bytes forwarded, forwardings nobody downstream needed
+(false positives), what perfect routing would forward, and what flooding (every
+message over every tree link) costs. Churn (``--churn FRACTION`` of the profile
+count in adds, updates and deletes) is interleaved with the messages. At the end
+every routing table is compared with one built from scratch from the live profiles.
+
+Everything is seeded: the same command prints the same numbers (timings aside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from routing import generators
+from routing.dnf import RoutingQuery, map_profile
+from routing.generalize import Budget, BudgetError
+from routing.overlay import Overlay
+from routing.placement import PLACEMENTS, Placement, Subscription, nearest, random_placement
+from routing.table import Delta, RoutingTable
+from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
+from yfilter import Engine
+from yfilter.generators import Schema
+from yfilter.parser import parse
+
+OVERLAYS = ("geometric", "transit-stub", "tree", "ring")
+DEFAULT_BUDGET = Budget(atoms=1000, states=3000, predicates=300)
+RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+
+
+class SimulationError(ValueError):
+    """A simulation that cannot be set up as asked."""
+
+
+@dataclass
+class Config:
+    """One simulation run (the command-line options, see ``--help``)."""
+
+    brokers: int = 100
+    profiles: int = 10_000
+    messages: int = 500
+    churn: float = 0.0
+    seed: int = 0
+    generalize: bool = False
+    budget: Budget = DEFAULT_BUDGET
+    interests: str = "uniform"
+    placement: str = "nearest"
+    overlay: str = "geometric"
+    sources: int = 4
+    replay: float = 0.1
+    samples: int = 16
+    corpus: str | None = None
+
+    def check(self) -> None:
+        if self.brokers < 2:
+            raise SimulationError("a routing simulation needs at least 2 brokers")
+        if self.profiles < 0 or self.messages < 0:
+            raise SimulationError("--profiles and --messages cannot be negative")
+        if not 0 <= self.churn:
+            raise SimulationError("--churn is a fraction of the profiles (0 or more)")
+        if not 0 <= self.replay < 1:
+            raise SimulationError("--replay is a probability in [0, 1)")
+        if not 1 <= self.sources <= self.brokers:
+            raise SimulationError(f"--sources must be between 1 and the number of brokers ({self.brokers})")
+        for name, value, allowed in (("overlay", self.overlay, OVERLAYS), ("interests", self.interests, INTERESTS),
+                                     ("placement", self.placement, PLACEMENTS)):
+            if value not in allowed:
+                raise SimulationError(f"unknown --{name} {value!r}; choose from {', '.join(allowed)}")
+
+
+def build_overlay(kind: str, brokers: int, sources: int, seed: int) -> Overlay:
+    """An overlay of about ``brokers`` brokers from one of :data:`OVERLAYS`."""
+    if kind == "geometric":
+        return generators.random_geometric(brokers, sources=sources, seed=seed)
+    if kind == "transit-stub":
+        return generators.transit_stub(max(1, round(brokers / 13)), 3, 4, sources=sources, seed=seed)
+    if kind == "tree":
+        return generators.tree(brokers, sources=sources, seed=seed)
+    return generators.ring(brokers, sources=sources, seed=seed)
+
+
+@dataclass
+class _Profile:
+    host: str
+    home: str
+    version: int
+    text: str
+    query: RoutingQuery
+
+
+@dataclass
+class _Link:
+    messages: int = 0
+    bytes: int = 0
+    flooding_messages: int = 0
+    flooding_bytes: int = 0
+    ideal_messages: int = 0
+    ideal_bytes: int = 0
+    false_positives: int = 0
+    deltas: int = 0
+    delta_bytes: int = 0
+
+
+Progress = Callable[[str, int, int, dict], None]
+
+
+@dataclass
+class _Totals:
+    expected: int = 0
+    delivered: int = 0
+    false_negatives: int = 0
+    mismatches: int = 0
+    adds: int = 0
+    updates: int = 0
+    deletes: int = 0
+    suppressed_updates: int = 0
+    timings: Counter = field(default_factory=Counter)
+
+
+class Simulation:
+    """One seeded simulation (see the module docstring); :meth:`run` returns the
+    report as a JSON-ready dict."""
+
+    def __init__(self, config: Config, placement: Placement | None = None,
+                 progress: Progress | None = None) -> None:
+        config.check()
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.overlay = build_overlay(config.overlay, config.brokers, config.sources, config.seed)
+        self.brokers = self.overlay.brokers
+        self.trees = {root: self.overlay.tree(root) for root in self.overlay.roots}
+        corpus = None
+        schema = Schema.nitf()
+        if config.corpus:
+            corpus, schema = load_corpus(config.corpus)
+        self.namespaces = dict(schema.namespaces)
+        self.interests = Interests.build(config.interests, self.overlay, schema, config.seed)
+        self.messages = Messages(schema, config.seed, corpus)
+        if placement is None:
+            placement = nearest if config.placement == "nearest" else random_placement(self.brokers, config.seed)
+        self.place = placement
+        budget = config.budget if config.generalize else None
+        self.tables = {root: {b: RoutingTable(b, budget, samples=config.samples) for b in self.brokers}
+                       for root in self.trees}
+        self.local = {b: Engine(self.namespaces) for b in self.brokers}
+        self.truth = Engine(self.namespaces)
+        self.profiles: dict[str, _Profile] = {}
+        self.links: dict[tuple[str, str], _Link] = {}
+        self.delivered: Counter[str] = Counter()
+        self.expected: Counter[str] = Counter()
+        self.totals = _Totals()
+        self._pending: list[tuple[str, str, str, Delta]] = []
+        self._next_id = 0
+        self._progress = progress or (lambda phase, done, total, info: None)
+
+    # -- profiles and deltas --------------------------------------------------------
+    def _link(self, a: str, b: str) -> _Link:
+        link = self.links.get((a, b))
+        if link is None:
+            link = self.links[(a, b)] = _Link()
+        return link
+
+    def _send(self, host: str, delta: Delta) -> None:
+        for root, tree in self.trees.items():
+            parent = tree.parent[host]
+            if parent is not None:
+                self._pending.append((root, host, parent, delta))
+
+    def flush(self) -> None:
+        """Deliver every delta in flight, in a shuffled order with replays; each
+        broker forwards a delta to its parent when it changed its table."""
+        pending, rng, replay = self._pending, self.rng, self.config.replay
+        t0 = time.perf_counter()
+        while pending:
+            i = rng.randrange(len(pending))
+            pending[i], pending[-1] = pending[-1], pending[i]
+            item = pending.pop()
+            root, child, broker, delta = item
+            link = self._link(child, broker)
+            link.deltas += 1
+            link.delta_bytes += _delta_size(delta)
+            if replay and rng.random() < replay:
+                pending.append(item)
+            if self.tables[root][broker].apply(child, delta):
+                parent = self.trees[root].parent[broker]
+                if parent is not None:
+                    pending.append((root, broker, parent, delta))
+        self.totals.timings["deltas"] += time.perf_counter() - t0
+
+    def _query(self, text: str) -> RoutingQuery:
+        return map_profile(parse(text, self.namespaces))
+
+    def add_profile(self) -> str:
+        pid = f"p{self._next_id}"
+        self._next_id += 1
+        home = self.rng.choice(self.brokers)
+        text = self.interests.generate(home)
+        host = self.place(Subscription(pid, text, home))
+        if host not in self.local:
+            raise SimulationError(f"placement put profile {pid} on unknown broker {host!r}")
+        self.profiles[pid] = _Profile(host, home, 1, text, self._query(text))
+        self.local[host].add(pid, text)
+        self.truth.add(pid, text)
+        self._send(host, Delta(pid, 1, self.profiles[pid].query))
+        self.totals.adds += 1
+        return pid
+
+    def update_profile(self, pid: str) -> None:
+        p = self.profiles[pid]
+        p.text = self.interests.generate(p.home)
+        p.version += 1
+        query = self._query(p.text)
+        self.local[p.host].add(pid, p.text)
+        self.truth.add(pid, p.text)
+        self.totals.updates += 1
+        if query == p.query:
+            self.totals.suppressed_updates += 1  # same routing query: nothing to tell upstream
+            return
+        p.query = query
+        self._send(p.host, Delta(pid, p.version, query))
+
+    def delete_profile(self, pid: str) -> None:
+        p = self.profiles.pop(pid)
+        self.local[p.host].remove(pid)
+        self.truth.remove(pid)
+        self._send(p.host, Delta(pid, p.version + 1, None))
+        self.totals.deletes += 1
+
+    def churn(self) -> None:
+        """One add, update or delete, equally likely (adds when nothing is live)."""
+        kind = self.rng.choice(("add", "update", "delete")) if self.profiles else "add"
+        if kind == "add":
+            self.add_profile()
+            return
+        pid = self.rng.choice(list(self.profiles)) if len(self.profiles) < 64 else self._live_pick()
+        (self.update_profile if kind == "update" else self.delete_profile)(pid)
+
+    def _live_pick(self) -> str:
+        while True:
+            pid = f"p{self.rng.randrange(self._next_id)}"
+            if pid in self.profiles:
+                return pid
+
+    # -- messages --------------------------------------------------------------------
+    def publish(self, message: bytes) -> None:
+        """Route one message from a random source and check it against the truth."""
+        timings = self.totals.timings
+        source = self.rng.choice(sorted(self.overlay.sources))
+        root = self.overlay.root_of(source)
+        tree, tables, size = self.trees[root], self.tables[root], len(message)
+
+        t0 = time.perf_counter()
+        expected = self.truth.match(message)
+        t1 = time.perf_counter()
+        timings["truth"] += t1 - t0
+
+        needed: set[tuple[str, str]] = set()
+        for pid in expected:
+            b = self.profiles[pid].host
+            while tree.parent[b] is not None and (tree.parent[b], b) not in needed:
+                needed.add((tree.parent[b], b))
+                b = tree.parent[b]
+
+        reached, i = [root], 0
+        while i < len(reached):
+            b = reached[i]
+            i += 1
+            if not tree.children[b]:
+                continue
+            t0 = time.perf_counter()
+            chosen = tables[b].route(message)
+            timings["route"] += time.perf_counter() - t0
+            for c in sorted(chosen):
+                link = self._link(b, c)
+                link.messages += 1
+                link.bytes += size
+                if (b, c) not in needed:
+                    link.false_positives += 1
+                reached.append(c)
+        for b, c in tree.links():
+            link = self._link(b, c)
+            link.flooding_messages += 1
+            link.flooding_bytes += size
+            if (b, c) in needed:
+                link.ideal_messages += 1
+                link.ideal_bytes += size
+
+        t0 = time.perf_counter()
+        delivered: set[str] = set()
+        for b in reached:
+            if len(self.local[b]):
+                delivered |= self.local[b].match(message)
+        timings["local"] += time.perf_counter() - t0
+
+        at = set(reached)
+        self.totals.expected += len(expected)
+        self.totals.delivered += len(delivered)
+        self.totals.false_negatives += sum(1 for pid in expected if self.profiles[pid].host not in at)
+        self.totals.mismatches += len(expected ^ delivered)
+        self.expected.update(expected)
+        self.delivered.update(delivered)
+
+    # -- the whole run -----------------------------------------------------------------
+    def run(self) -> dict:
+        cfg = self.config
+        t_start = time.perf_counter()
+        step = max(1, cfg.profiles // 50)
+        for n in range(cfg.profiles):
+            self.add_profile()
+            if (n + 1) % step == 0 or n + 1 == cfg.profiles:
+                self.flush()
+                self._progress("profiles", n + 1, cfg.profiles, {})
+        self.flush()
+        self.totals.timings["load"] = time.perf_counter() - t_start
+
+        n_churn = round(cfg.churn * cfg.profiles)
+        slots = Counter(self.rng.randrange(max(cfg.messages, 1)) for _ in range(n_churn))
+        messages = iter(self.messages)
+        step = max(1, cfg.messages // 50)
+        for i in range(cfg.messages):
+            for _ in range(slots.get(i, 0)):
+                self.churn()
+            self.flush()
+            self.publish(next(messages))
+            if (i + 1) % step == 0 or i + 1 == cfg.messages:
+                self._progress("messages", i + 1, cfg.messages,
+                               {"false_negatives": self.totals.false_negatives,
+                                "churn": self.totals.adds + self.totals.updates + self.totals.deletes
+                                - cfg.profiles})
+        if cfg.messages == 0:
+            for _ in range(n_churn):
+                self.churn()
+            self.flush()
+        t0 = time.perf_counter()
+        table_mismatches = self.check_tables()
+        self.totals.timings["check"] = time.perf_counter() - t0
+        self.totals.timings["total"] = time.perf_counter() - t_start
+        return self.report(table_mismatches)
+
+    def check_tables(self) -> int:
+        """Routing entries (tree, broker, link) that differ from the entries built
+        from scratch from the live profiles; 0 when deltas did their job."""
+        want: dict[tuple[str, str, str], set] = {}
+        for p in self.profiles.values():
+            for root, tree in self.trees.items():
+                b = p.host
+                while tree.parent[b] is not None:
+                    want.setdefault((root, tree.parent[b], b), set()).update(p.query)
+                    b = tree.parent[b]
+        bad = 0
+        for root, tables in self.tables.items():
+            for broker, table in tables.items():
+                for child in set(table.links) | set(self.trees[root].children[broker]):
+                    if table.entry(child) != frozenset(want.get((root, broker, child), ())):
+                        bad += 1
+        return bad
+
+    def report(self, table_mismatches: int) -> dict:
+        """The run as a JSON-ready dict (see :mod:`routing.report`)."""
+        t = self.totals
+        links = {f"{a}>{b}": asdict(v) for (a, b), v in sorted(self.links.items())}
+        total = lambda key: sum(v[key] for v in links.values())  # noqa: E731
+        sizes = [tab.stats() for tables in self.tables.values() for tab in tables.values() if tab.links]
+        exact_profiles = sum(1 for pid in self.expected.keys() | self.delivered.keys()
+                             if self.expected[pid] == self.delivered[pid])
+        cfg = asdict(self.config)
+        cfg["budget"] = asdict(self.config.budget) if self.config.generalize else None
+        return {
+            "config": cfg,
+            "overlay": {"name": self.overlay.name, "brokers": len(self.brokers),
+                        "links": len(self.overlay.links), "trees": len(self.trees),
+                        "tree_depth": {root: tree.depth() for root, tree in self.trees.items()}},
+            "profiles": {"live": len(self.profiles), "added": t.adds, "updated": t.updates,
+                         "deleted": t.deletes, "updates_without_delta": t.suppressed_updates},
+            "messages": self.config.messages,
+            "false_negatives": t.false_negatives,
+            "expected_deliveries": t.expected,
+            "deliveries": t.delivered,
+            "delivery_mismatches": t.mismatches,
+            "profiles_with_matches": len(self.expected.keys() | self.delivered.keys()),
+            "profiles_delivered_exactly": exact_profiles,
+            "link_messages": total("messages"),
+            "flooding_link_messages": total("flooding_messages"),
+            "ideal_link_messages": total("ideal_messages"),
+            "ideal_link_bytes": total("ideal_bytes"),
+            "false_positive_link_messages": total("false_positives"),
+            "link_bytes": total("bytes"),
+            "flooding_link_bytes": total("flooding_bytes"),
+            "projected_link_bytes": None,
+            "projection": "pending: incremental transformation plans (issue 6 item 4) need FLWR "
+                          "profiles in yfilter; bytes are whole messages",
+            "delta_messages": total("deltas"),
+            "delta_bytes": total("delta_bytes"),
+            "table_mismatches": table_mismatches,
+            "tables": _table_sizes(sizes),
+            "per_link": links,
+            "timings": {k: round(v, 3) for k, v in sorted(t.timings.items())},
+        }
+
+
+def _delta_size(delta: Delta) -> int:
+    if delta.query is None:
+        return len(delta.profile_id) + 16
+    return len(delta.profile_id) + 16 + sum(len(a) + 3 for c in delta.query for a in c)
+
+
+def _table_sizes(sizes: list[dict[str, int]]) -> dict:
+    out = {"count": len(sizes)}
+    for key in ("conjunctions", "atoms", "nfa_states", "guards", "exact_conjunctions", "exact_atoms",
+                "exact_nfa_states", "exact_guards", "rebuilds"):
+        values = [s[key] for s in sizes if key in s]
+        if values:
+            out[key] = {"total": sum(values), "mean": round(sum(values) / len(values), 1), "max": max(values)}
+    return out
+
+
+# -- command line -----------------------------------------------------------------------
+
+def _progress_printer(stream=sys.stderr, every: float = 10.0) -> Progress:
+    """Progress on ``stream``: a line rewritten in place on a terminal, else a line
+    every ``every`` seconds and at the end of each phase."""
+    start = time.perf_counter()
+    last = [start]
+    tty = stream.isatty()
+
+    def show(phase: str, done: int, total: int, info: dict) -> None:
+        now = time.perf_counter()
+        if not tty and done != total and now - last[0] < every:
+            return
+        last[0] = now
+        extra = "".join(f"  {k} {v}" for k, v in info.items())
+        line = f"[{now - start:7.1f}s] {phase:9} {done:>8}/{total} ({100 * done // max(total, 1)}%){extra}"
+        stream.write(("\r" + line + ("\n" if done == total else "")) if tty else line + "\n")
+        stream.flush()
+
+    return show
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m routing.simulate",
+        description="Simulate Onyx's content-based routing on a generated overlay: profiles placed on "
+                    "brokers, deltas up the broadcast trees, messages routed down them, checked against a "
+                    "centralized engine and compared with flooding. Prints a table, writes JSON and a plot.",
+        epilog="Example: python -m routing.simulate --brokers 100 --profiles 100000 --messages 500 "
+               "--churn 0.1 --interests geo --generalize --json bench/results/routing_simulate.json")
+    a = p.add_argument
+    a("--brokers", type=int, default=100, help="number of brokers (default 100)")
+    a("--profiles", type=int, default=10_000, help="profiles registered before the first message (default 10000)")
+    a("--messages", type=int, default=500, help="messages published (default 500)")
+    a("--churn", type=float, default=0.0, metavar="FRACTION",
+      help="adds + updates + deletes interleaved with the messages, as a fraction of --profiles (default 0)")
+    a("--seed", type=int, default=0, help="seed of everything (default 0)")
+    a("--generalize", action=argparse.BooleanOptionalAction, default=False,
+      help="route with generalized tables that fit --budget (default: exact tables)")
+    a("--budget", type=Budget.parse, default=DEFAULT_BUDGET, metavar="atoms=N,states=N,predicates=N",
+      help="per routing table, with --generalize (default atoms=1000,states=3000,predicates=300)")
+    a("--interests", choices=INTERESTS, default="uniform",
+      help="uniform, or geo: subscribers near each other share vocabulary and values (default uniform)")
+    a("--placement", choices=PLACEMENTS, default="nearest",
+      help="host a profile at the subscriber's nearest broker or at a random one (default nearest)")
+    a("--overlay", choices=OVERLAYS, default="geometric", help="overlay generator (default geometric)")
+    a("--sources", type=int, default=4, help="data sources, each with its own root broker and tree (default 4)")
+    a("--replay", type=float, default=0.1, metavar="P",
+      help="probability that a delta in flight is delivered twice (default 0.1); deltas are always reordered")
+    a("--samples", type=int, default=16, help="recent messages a generalized table measures itself on (default 16)")
+    a("--corpus", metavar="DIR", help="publish the *.xml files of DIR instead of generated documents "
+                                      "(profiles then come from their vocabulary)")
+    a("--json", metavar="PATH", help="write the report here (default bench/results/routing_simulate.json)")
+    a("--plot", metavar="PATH", help="write the plot here (default: the JSON path with .png)")
+    a("--quiet", action="store_true", help="no progress output")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from routing import report
+
+    args = parser().parse_args(argv)
+    config = Config(args.brokers, args.profiles, args.messages, args.churn, args.seed, args.generalize,
+                    args.budget, args.interests, args.placement, args.overlay, args.sources, args.replay,
+                    args.samples, args.corpus)
+    try:
+        sim = Simulation(config, progress=None if args.quiet else _progress_printer())
+        result = sim.run()
+    except (SimulationError, WorkloadError, BudgetError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    json_path = Path(args.json) if args.json else RESULTS / "routing_simulate.json"
+    plot_path = Path(args.plot) if args.plot else json_path.with_suffix(".png")
+    print(report.table(result))
+    report.write_json(result, json_path)
+    report.plot(result, plot_path)
+    print(f"wrote {json_path} and {plot_path}")
+    return 0 if result["false_negatives"] == 0 and result["delivery_mismatches"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""What the simulator subscribes and publishes: interests and messages.
+
+Interests come from :class:`yfilter.generators.ProfileGenerator` runs, one per
+*region* of the overlay:
+
+* ``uniform`` — a single region: every subscriber draws from the whole vocabulary;
+* ``geo`` — the unit square is cut into ``regions`` cells and each cell gets its own
+  view of the schema: a third of every attribute's values and text values, and the
+  children of every element in its own order with a Zipf skew, so that subscribers
+  near each other (the brokers of one cell) share vocabulary, values and structure.
+
+A subscriber lives near a *home* broker (uniformly at random); its profile is drawn
+from the home's region. Messages come from :class:`yfilter.generators.DocGenerator`
+over the full schema, or from real XML files (the schema is then learned from them).
+
+>>> from routing.generators import random_geometric
+>>> ov = random_geometric(20, seed=1)
+>>> w = Interests.build("geo", ov, Schema.nitf(), seed=1, regions=4)
+>>> len(set(w.region.values())) > 1, w.generate("b1").startswith("/")
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterator
+
+import networkx as nx
+from lxml import etree
+
+from routing.overlay import Overlay
+from yfilter.generators import DocGenerator, ProfileGenerator, Schema
+
+INTERESTS = ("uniform", "geo")
+
+PROFILE_DEFAULTS = {"depth": 6, "p_star": 0.1, "p_desc": 0.1, "n_preds": (3, 5), "n_nested": 2}
+"""ProfileGenerator parameters of the simulator's subscribers: paths up to six steps
+with three to five value predicates and two nested paths each — selective enough
+(about 5 matches in 10,000 profiles per generated message) that thousands of
+profiles per broker still leave brokers a message need not reach."""
+
+
+class WorkloadError(ValueError):
+    """Interests or messages that cannot be produced as asked."""
+
+
+def locations(overlay: Overlay, seed: int) -> dict[str, tuple[float, float]]:
+    """Broker positions in the unit square: their ``location`` attribute, or a
+    seeded spring layout of the overlay for generators that have none."""
+    pos = {b: overlay.attrs(b).get("location") for b in overlay.brokers}
+    if all(p is not None for p in pos.values()):
+        return {b: (float(p[0]), float(p[1])) for b, p in pos.items()}
+    layout = nx.spring_layout(overlay.graph, seed=seed)
+    xs = [p[0] for p in layout.values()]
+    ys = [p[1] for p in layout.values()]
+    span = lambda v, lo, hi: (v - lo) / (hi - lo) if hi > lo else 0.5  # noqa: E731
+    return {b: (span(x, min(xs), max(xs)), span(y, min(ys), max(ys))) for b, (x, y) in layout.items()}
+
+
+def regional_schema(schema: Schema, rng: random.Random) -> Schema:
+    """A region's view of ``schema``: a third of each value list, children reordered."""
+    def third(values: list[str]) -> list[str]:
+        return rng.sample(values, max(1, len(values) // 3)) if values else []
+
+    elements = {}
+    for name, spec in schema.elements.items():
+        children = list(spec.children)
+        rng.shuffle(children)
+        elements[name] = replace(spec, children=children,
+                                 attrs={a: third(v) for a, v in spec.attrs.items()}, text=third(spec.text))
+    return Schema(schema.root, elements, dict(schema.namespaces))
+
+
+@dataclass
+class Interests:
+    """One profile generator per region and the region of every broker."""
+
+    kind: str
+    region: dict[str, int]
+    generators: list[ProfileGenerator] = field(repr=False)
+
+    @classmethod
+    def build(cls, kind: str, overlay: Overlay, schema: Schema, seed: int, regions: int = 9,
+              **profile_kw) -> "Interests":
+        if kind not in INTERESTS:
+            raise WorkloadError(f"unknown interests {kind!r}; choose from {', '.join(INTERESTS)}")
+        kw = {**PROFILE_DEFAULTS, **profile_kw}
+        if kind == "uniform":
+            gen = ProfileGenerator(schema, seed=seed, distinct=False, **kw)
+            return cls(kind, dict.fromkeys(overlay.brokers, 0), [gen])
+        side = max(1, round(math.sqrt(regions)))
+        pos = locations(overlay, seed)
+        region = {b: min(int(x * side), side - 1) * side + min(int(y * side), side - 1) for b, (x, y) in pos.items()}
+        rng = random.Random(seed)
+        kw.setdefault("skew", 1.0)
+        gens = [ProfileGenerator(regional_schema(schema, rng), seed=seed * 7919 + r, distinct=False, **kw)
+                for r in range(side * side)]
+        return cls(kind, region, gens)
+
+    def generate(self, home: str) -> str:
+        """A profile for a subscriber living near broker ``home``."""
+        return self.generators[self.region[home]].generate()
+
+
+class Messages:
+    """Seeded message source: generated documents, or files of a corpus directory."""
+
+    def __init__(self, schema: Schema, seed: int, corpus: list[bytes] | None = None,
+                 doc_depth: int = 6, max_repeats: int = 3) -> None:
+        self.schema, self.seed, self.corpus = schema, seed, corpus
+        self.doc_depth, self.max_repeats = doc_depth, max_repeats
+        self._rng = random.Random(seed)
+
+    def __iter__(self) -> Iterator[bytes]:
+        i = 0
+        while True:
+            if self.corpus:
+                yield self._rng.choice(self.corpus)
+            else:
+                yield DocGenerator(self.schema, doc_depth=self.doc_depth, max_repeats=self.max_repeats,
+                                   seed=self.seed * 1_000_003 + i).generate()
+            i += 1
+
+
+def load_corpus(path: str | Path) -> tuple[list[bytes], Schema]:
+    """The ``*.xml`` files of a directory and a schema learned from those with the
+    most common root element (profiles drawn from it can match them; the others
+    are published too, and mostly match nothing)."""
+    files = sorted(Path(path).glob("*.xml"))
+    if not files:
+        raise WorkloadError(f"no *.xml files in {path}")
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+    docs: dict[str, list[tuple[bytes, etree._Element]]] = {}
+    for f in files:
+        data = f.read_bytes()
+        try:
+            root = etree.fromstring(data, parser)
+        except etree.XMLSyntaxError as exc:
+            raise WorkloadError(f"{f}: not well-formed XML: {exc}") from None
+        docs.setdefault(root.tag, []).append((data, root))
+    tag = max(docs, key=lambda t: (len(docs[t]), t))
+    return [d for group in docs.values() for d, _ in group], Schema.from_documents(r for _, r in docs[tag])
