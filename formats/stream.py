@@ -119,8 +119,9 @@ class StreamCodec:
             tags = list(map(table.__getitem__, _unpack_ints(codes, n)))
         except IndexError:
             raise FormatError(f"{self.name} payload has element codes outside its name table") from None
-        depths = list(_unpack_ints(depths, n))
-        parents, ends = _structure(depths)
+        packed = _unpack_ints(depths, n)
+        parents, ends = _structure(packed)
+        depths = list(packed)
         owners = list(compress(attrs, attrs))  # the elements that have attributes
         try:  # join refuses anything but strings, dict.values anything but dicts, in C
             "".join(texts)
@@ -228,34 +229,34 @@ def _unpack_ints(blob: object, n: int) -> bytes | list[int]:
     raise FormatError("element stream integer column has the wrong type or length")
 
 
-def _structure(depths: list[int]) -> tuple[list[int], list[int]]:
+def _structure(depths: bytes | list[int]) -> tuple[list[int], list[int]]:
     """Parents and subtree ends from preorder depths; :class:`FormatError` unless the
     depths describe one tree (root at 1, each step down by at most one level)."""
-    if depths[0] != 1:
-        raise FormatError("element stream must start with the root element at depth 1")
+    if depths[0] != 1 or min(depths[1:], default=2) < 2:
+        raise FormatError("element stream must have exactly one root element, at depth 1")
     # at[d] is the latest element seen at depth d: with steps down of at most one
     # level, that is the open element at depth d, the parent of the next at d + 1.
     at = [-1] * (MAX_DEPTH + 1)
     parents: list[int] = []
     add = parents.append
-    previous = i = 0
+    previous = 0
     try:
-        for d in depths:
-            if d > previous + 1 or (d < 2 and i):
-                raise FormatError(f"element {i} at depth {d} does not continue the tree")
+        for i, d in enumerate(depths):
+            if d > previous + 1:
+                raise FormatError(f"element {i} at depth {d} skips a level below depth {previous}")
             add(at[d - 1])
             at[d] = i
             previous = d
-            i += 1
     except IndexError:
-        raise FormatError(f"element {i} is nested deeper than the limit of {MAX_DEPTH}") from None
+        raise FormatError(f"elements are nested deeper than the limit of {MAX_DEPTH}") from None
     n = len(depths)
     ends = list(range(1, n + 1))
-    # A subtree ends where its last child's does; children come before parents here.
+    # A subtree ends where its last child's does. Going backwards, children come
+    # before their parent and the last child first: it is the one that finds its
+    # parent's end still unset.
     for i, p in zip(range(n - 1, 0, -1), reversed(parents)):
-        e = ends[i]
-        if e > ends[p]:
-            ends[p] = e
+        if ends[p] == p + 1:
+            ends[p] = ends[i]
     return parents, ends
 
 
