@@ -234,21 +234,21 @@ def _structure(depths: bytes | list[int]) -> tuple[list[int], list[int]]:
     depths describe one tree (root at 1, each step down by at most one level)."""
     if depths[0] != 1 or min(depths[1:], default=2) < 2:
         raise FormatError("element stream must have exactly one root element, at depth 1")
+    deepest = max(depths)
+    if deepest > MAX_DEPTH:
+        raise FormatError(f"elements are nested deeper than the limit of {MAX_DEPTH}")
     # at[d] is the latest element seen at depth d: with steps down of at most one
     # level, that is the open element at depth d, the parent of the next at d + 1.
-    at = [-1] * (MAX_DEPTH + 1)
+    at = [-1] * (deepest + 1)
     parents: list[int] = []
     add = parents.append
     previous = 0
-    try:
-        for i, d in enumerate(depths):
-            if d > previous + 1:
-                raise FormatError(f"element {i} at depth {d} skips a level below depth {previous}")
-            add(at[d - 1])
-            at[d] = i
-            previous = d
-    except IndexError:
-        raise FormatError(f"elements are nested deeper than the limit of {MAX_DEPTH}") from None
+    for i, d in enumerate(depths):
+        if d > previous + 1:
+            raise FormatError(f"element {i} at depth {d} skips a level below depth {previous}")
+        add(at[d - 1])
+        at[d] = i
+        previous = d
     n = len(depths)
     ends = list(range(1, n + 1))
     # A subtree ends where its last child's does. Going backwards, children come
