@@ -23,8 +23,8 @@ Dictionaries (names and zstd) are learned from other documents than the measured
 ones: a separate generated sample per grid point; leave-one-out on the corpus
 (two folds with ``--quick``), as a source's dictionary learned from its history.
 
-    python -m bench.formats            # full run, ~3 minutes
-    python -m bench.formats --quick    # smaller, ~30 seconds
+    python -m bench.formats            # full run, about a minute on 2 cores
+    python -m bench.formats --quick    # smaller, about 10 seconds
 
 Writes ``bench/results/formats.json`` and ``bench/results/formats.png``.
 """
