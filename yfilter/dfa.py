@@ -4,13 +4,18 @@ an element costs a few dictionary lookups however many profiles share the automa
 
 Guards make a plain subset construction explode: which guarded transitions fire
 depends on attribute values, and every combination would be a new state set whose
-transitions must be computed from scratch. So a walk state is *factored*: a short
-tuple of cached :class:`DState` components. The first component follows only
-unguarded transitions (pure structure: few distinct sets, always warm); when guards
-hold at an element, the states they lead to form a new component (cached per set of
-guards that held) that is followed from then on. A component dies when no NFA state
-is left in it. An element costs one cached transition per live component, and there
-are at most one more components than ancestors whose guards held.
+transitions must be computed from scratch, over all the (many) states that only
+follow the structure. So a walk state is *factored*: a short tuple of cached
+:class:`DState` components. The first follows only unguarded transitions (pure
+structure: few distinct sets, always warm); when guards hold at an element, the
+states they lead to form new components: one per index bucket that matched (all
+the guards that need exactly ``@a = 'v'``, say), cached on the bucket, plus one for
+the other guards that held, cached per set. So a component is the same object in
+every message where the same value appears, whatever the other values are.
+(Measured and dropped: a component per combination of guards that held, and
+merging the components of an element; both rebuild large state sets for almost
+every new message. The price of not merging is more components per element.) A component dies when no NFA
+state is left in it. An element costs one cached transition per live component.
 
 A transition (``DState`` x tag, a :class:`Trans`) keeps an index of its guards by
 anchor: ``by_eq[attribute][value]`` (one hash lookup finds every guard that needs
@@ -32,8 +37,9 @@ from __future__ import annotations
 from yfilter.nfa import State
 from yfilter.operators import Guard
 
-DEFAULT_BUDGET = 4_000_000
-"""Default unit budget per automaton (about 1/4 GB of Python objects at worst)."""
+DEFAULT_BUDGET = 16_000_000
+"""Default unit budget per automaton. A unit is a set member, an index entry or a
+cached id, roughly 40-60 bytes of Python objects, so this is about 1 GB at worst."""
 
 
 class DState:
@@ -57,28 +63,23 @@ class DState:
         return self._ids
 
 
-class _Hits:
-    """Guards found under one index key: ``pure`` ones hold on a hit (the key is all
-    they test), the others still need checking."""
+class _Bucket:
+    """The guards found under one index key. ``pure`` ones hold whenever the key
+    matches (the key is all they test): they lead to one cached ``component``,
+    the same object in every message where the key matches. The ``impure`` ones
+    still need checking."""
 
-    __slots__ = ("pure", "impure")
+    __slots__ = ("pure", "impure", "component")
 
-    def __init__(self) -> None:
-        self.pure: list[Guard] = []
-        self.impure: list[Guard] = []
-
-    def add(self, g: Guard) -> None:
-        (self.pure if g.pure else self.impure).append(g)
-
-    def collect(self, out: list, run, node) -> None:
-        out.extend(self.pure)
-        for g in self.impure:
-            if g.check(run, node):
-                out.append(g)
+    def __init__(self, guards: list[Guard]) -> None:
+        self.pure = [g for g in guards if g.pure]
+        self.impure = [g for g in guards if not g.pure]
+        self.component: DState | None = None
 
 
 class Trans:
-    """The transition of one DState on one tag."""
+    """The transition of one DState on one tag. Index buckets are plain lists of
+    guards until first hit (building a transition stays cheap)."""
 
     __slots__ = ("base", "plain", "targets", "by_eq", "by_text", "by_self", "by_has", "by_rel",
                  "always", "memo")
@@ -87,75 +88,91 @@ class Trans:
         self.base = base  # target when no guard holds
         self.plain = not targets
         self.targets = targets
-        self.by_eq: dict[str, dict[str, _Hits]] = {}  # attribute -> value -> guards
-        self.by_text: dict[str, _Hits] = {}  # a text node's value -> guards
-        self.by_self: dict[str, _Hits] = {}  # the string-value -> guards
-        self.by_has: dict[str, _Hits] = {}  # attribute -> guards
-        self.by_rel: dict[int, dict[State, _Hits]] = {}  # level -> accepting state -> guards
+        self.by_eq: dict[str, dict] = {}  # attribute -> value -> bucket
+        self.by_text: dict = {}  # a text node's value -> bucket
+        self.by_self: dict = {}  # the string-value -> bucket
+        self.by_has: dict = {}  # attribute -> bucket
+        self.by_rel: dict[int, dict] = {}  # level -> accepting state -> bucket
         self.always: list[Guard] = []
         self.memo: dict[frozenset[Guard], DState] = {}
         for g in targets:
             a = g.anchor
             kind = a[0]
             if kind == "eq":
-                hits = self.by_eq.setdefault(a[1], {}).get(a[2])
-                if hits is None:
-                    hits = self.by_eq[a[1]][a[2]] = _Hits()
+                table = self.by_eq.get(a[1])
+                if table is None:
+                    table = self.by_eq[a[1]] = {}
+                key = a[2]
             elif kind == "text":
-                hits = self.by_text.get(a[1]) or self.by_text.setdefault(a[1], _Hits())
+                table, key = self.by_text, a[1]
             elif kind == "self":
-                hits = self.by_self.get(a[1]) or self.by_self.setdefault(a[1], _Hits())
+                table, key = self.by_self, a[1]
             elif kind == "rel":
                 rel = a[1]
-                table = self.by_rel.setdefault(rel.level, {})
-                hits = table.get(rel.state) or table.setdefault(rel.state, _Hits())
+                table = self.by_rel.get(rel.level)
+                if table is None:
+                    table = self.by_rel[rel.level] = {}
+                key = rel.state
             elif kind == "has":
-                hits = self.by_has.get(a[1]) or self.by_has.setdefault(a[1], _Hits())
+                table, key = self.by_has, a[1]
             else:
                 self.always.append(g)
                 continue
-            hits.add(g)
+            bucket = table.get(key)
+            if bucket is None:
+                table[key] = [g]
+            else:
+                bucket.append(g)
 
-    def passing(self, run, node) -> list[Guard]:
-        """The guards of this transition that hold at ``node``."""
+    def fire(self, dfa: "LazyDFA", run, node, out: list) -> None:
+        """Append to ``out`` the components that guards holding at ``node`` lead to."""
         doc = run.doc
-        out: list[Guard] = []
+        hit: list = []  # (table, key) of matching buckets
         if self.by_eq or self.by_has:
             by_eq, by_has = self.by_eq, self.by_has
             for name, value in doc.attr_items(node):
                 table = by_eq.get(name)
-                if table is not None:
-                    hits = table.get(value)
-                    if hits is not None:
-                        hits.collect(out, run, node)
-                hits = by_has.get(name)
-                if hits is not None:
-                    hits.collect(out, run, node)
+                if table is not None and value in table:
+                    hit.append((table, value))
+                if name in by_has:
+                    hit.append((by_has, name))
         if self.by_text:
             for t in doc.text_nodes(node):
-                hits = self.by_text.get(t)
-                if hits is not None:
-                    hits.collect(out, run, node)
+                if t in self.by_text:
+                    hit.append((self.by_text, t))
         if self.by_self:
-            hits = self.by_self.get(doc.string_value(node))
-            if hits is not None:
-                hits.collect(out, run, node)
+            sv = run.string_value(node)
+            if sv in self.by_self:
+                hit.append((self.by_self, sv))
         for level, by_rel in self.by_rel.items():
             seen = run.witnessed(node, level)
             if seen:
                 if len(seen) < len(by_rel):
-                    for s in seen:
-                        hits = by_rel.get(s)
-                        if hits is not None:
-                            hits.collect(out, run, node)
+                    hit.extend((by_rel, s) for s in seen if s in by_rel)
                 else:
-                    for s, hits in by_rel.items():
-                        if s in seen:
-                            hits.collect(out, run, node)
+                    hit.extend((by_rel, s) for s in by_rel if s in seen)
+        impure: list[Guard] = []
+        for table, key in hit:
+            bucket = table[key]
+            if bucket.__class__ is list:
+                bucket = table[key] = _Bucket(bucket)
+            if bucket.pure:
+                c = bucket.component
+                if c is None:
+                    c = bucket.component = dfa.component(self, bucket.pure)
+                out.append(c)
+            for g in bucket.impure:
+                if g.check(run, node):
+                    impure.append(g)
         for g in self.always:
             if g.check(run, node):
-                out.append(g)
-        return out
+                impure.append(g)
+        if impure:
+            key = frozenset(impure)
+            d = self.memo.get(key)
+            if d is None:
+                d = self.memo[key] = dfa.component(self, key)
+            out.append(d)
 
 
 class LazyDFA:
@@ -217,15 +234,15 @@ class LazyDFA:
         self.charge(1 + len(guarded))
         return tr
 
-    def extend(self, tr: Trans, passing: frozenset[Guard]) -> DState:
-        """The new component when exactly the guards ``passing`` of ``tr`` hold."""
+    def component(self, tr: Trans, guards) -> DState:
+        """The component that the guards ``guards`` of ``tr`` lead to."""
         states: set[State] = set()
-        for g in passing:
+        for g in guards:
             for t in tr.targets[g]:
                 states.add(t)
                 if t.eps is not None:
                     states.add(t.eps)
-        d = tr.memo[passing] = self._intern(frozenset(states))
+        d = self._intern(frozenset(states))
         self.charge(1)
         return d
 
@@ -236,8 +253,9 @@ def _closure(states: set[State]) -> frozenset[State]:
 
 
 def advance(dfa: LazyDFA, comps: tuple[DState, ...], tag: str, run, node) -> tuple[DState, ...]:
-    """One step of the walk: the components of an element whose parent's are ``comps``."""
-    out = []
+    """One step of the walk: the components of an element whose parent's are ``comps``
+    (empty: nothing below can match)."""
+    out: list[DState] = []
     for d in comps:
         tr = d.trans.get(tag)
         if tr is None:
@@ -245,11 +263,7 @@ def advance(dfa: LazyDFA, comps: tuple[DState, ...], tag: str, run, node) -> tup
         if not tr.base.dead:
             out.append(tr.base)
         if not tr.plain:
-            passing = tr.passing(run, node)
-            if passing:
-                key = frozenset(passing)
-                nd = tr.memo.get(key)
-                out.append(nd if nd is not None else dfa.extend(tr, key))
+            tr.fire(dfa, run, node, out)
     if len(out) > 1 and len(set(out)) < len(out):
         out = list(dict.fromkeys(out))
     return tuple(out)

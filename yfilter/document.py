@@ -91,7 +91,22 @@ class TableDoc:
         return out
 
     def string_value(self, n: int) -> str:
-        return self.msg.string_value(n)
+        # Not Message.string_value: that appends each descendant's tail right after its
+        # text, before the descendant's own children (found by the hypothesis test).
+        texts, tails, ends = self.texts, self.tails, self.ends
+        end = ends[n]
+        if end == n + 1:
+            return texts[n]
+        parts = [texts[n]]
+        open_: list[int] = []
+        for j in range(n + 1, end):
+            while open_ and ends[open_[-1]] <= j:
+                parts.append(tails[open_.pop()])
+            parts.append(texts[j])
+            open_.append(j)
+        while open_:
+            parts.append(tails[open_.pop()])
+        return "".join(parts)
 
     def children(self, n: int) -> Iterator[int]:
         ends = self.ends

@@ -58,10 +58,7 @@ class Matches:
         if len(ds) == 1:
             return next(iter(ds)).ids(self.dfa)
         sets = sorted((d.ids(self.dfa) for d in ds), key=len, reverse=True)
-        out = set(sets[0])
-        for s in sets[1:]:
-            out.update(s)
-        return frozenset(out)
+        return sets[0].union(*sets[1:])
 
 
 class Engine:

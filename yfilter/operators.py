@@ -90,7 +90,7 @@ class SelfTest(Pred):
         self.test, self.key, self.eq = test, key, eq
 
     def ev(self, run, node, pos):
-        return self.test(run.doc.string_value(node))
+        return self.test(run.string_value(node))
 
 
 class Always(Pred):
@@ -231,7 +231,7 @@ class StrArg:
         kind, name = self.tail
         for n in nodes:
             if kind == "self":
-                return doc.string_value(n)
+                return run.string_value(n)
             if kind == "attr":
                 v = doc.attr(n, name)
                 if v is not None:

@@ -26,13 +26,21 @@ _NONE: frozenset = frozenset()
 class Run:
     """Evaluation context of one message."""
 
-    __slots__ = ("doc", "memo", "rel_dfas", "_joins")
+    __slots__ = ("doc", "memo", "rel_dfas", "_joins", "_values")
 
     def __init__(self, doc: TableDoc | TreeDoc, rel_dfas: Callable[[int], LazyDFA]) -> None:
         self.doc = doc
         self.memo: dict = {}
         self.rel_dfas = rel_dfas
         self._joins: dict[int, dict] = {}
+        self._values: dict = {}
+
+    def string_value(self, node) -> str:
+        """The node's string-value, computed once per message."""
+        v = self._values.get(node)
+        if v is None:
+            v = self._values[node] = self.doc.string_value(node)
+        return v
 
     def witnessed(self, node, level: int) -> frozenset | set:
         """Accepting states of the level's relative automaton reached from ``node``
@@ -80,44 +88,43 @@ def walk(dfa: LazyDFA, run: Run) -> set[DState]:
 def joins(dfa: LazyDFA, run: Run) -> dict:
     """All nested paths of one level, for every element at once: one walk in which
     each element starts a run of the relative automaton for its children, and each
-    run carries the element it started from. Returns element -> accepting states
-    reached from it. A run dies as soon as no nested path can continue, so the cost
-    per element is the number of live runs (about the nested paths' length, more
-    under ``//``)."""
+    run carries the element it started from. Runs in the same DFA state advance
+    together (what holds at an element does not depend on where a run started).
+    Returns element -> accepting states reached from it. A run dies as soon as no
+    nested path can continue, so the cost per element is the number of distinct
+    live run states (about the nested paths' length, more under ``//``)."""
     doc = run.doc
-    start = dfa.start()
+    start = (dfa.start(),)
     out: dict = {}
     if isinstance(doc, TableDoc):
+        nodes = range(1, len(doc.tags))
         tags, parents = doc.tags, doc.parents
-        runs: list = [()] * len(tags)  # element -> ((component, origin), ...)
-        for i in range(1, len(tags)):
-            p = parents[i]
-            tag = tags[i]
-            live = []
-            for d, origin in runs[p] + ((start, p),):
-                for nd in advance(dfa, (d,), tag, run, i):
-                    live.append((nd, origin))
-                    if nd.accepts:
-                        w = out.get(origin)
-                        if w is None:
-                            w = out[origin] = set()
-                        w.update(nd.accepts)
-            runs[i] = tuple(live)
+        first = 0
     else:
-        runs_of: dict = {doc.root: ()}
         elements = doc.root.iter(etree.Element)
-        next(elements)
-        for e in elements:
-            p = e.getparent()
-            tag = e.tag
-            live = []
-            for d, origin in runs_of[p] + ((start, p),):
-                for nd in advance(dfa, (d,), tag, run, e):
-                    live.append((nd, origin))
-                    if nd.accepts:
-                        w = out.get(origin)
+        first = next(elements)
+        nodes = elements
+    runs_of: dict = {first: {}}  # element -> {components: origins}
+    table = isinstance(doc, TableDoc)
+    for x in nodes:
+        if table:
+            p, tag = parents[x], tags[x]
+        else:
+            p, tag = x.getparent(), x.tag
+        live: dict = {}
+        for comps, origins in ((start, (p,)), *runs_of[p].items()):
+            nc = advance(dfa, comps, tag, run, x)
+            if not nc:
+                continue
+            have = live.get(nc)
+            live[nc] = origins if have is None else have + origins
+            for d in nc:
+                if d.accepts:
+                    for o in origins:
+                        w = out.get(o)
                         if w is None:
-                            w = out[origin] = set()
-                        w.update(nd.accepts)
-            runs_of[e] = tuple(live)
+                            out[o] = set(d.accepts)
+                        else:
+                            w.update(d.accepts)
+        runs_of[x] = live
     return out

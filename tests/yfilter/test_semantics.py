@@ -119,3 +119,16 @@ def test_empty_cdata_is_an_empty_text_node(profile):
     e = Engine()
     e.add("q", profile)
     assert disagreements(e, {"q": profile}, EMPTY_CDATA) == []
+
+
+# Found by the hypothesis test: the string-value of an element must put a child's
+# tail after that child's own descendants (formats.Message.string_value does not).
+NESTED_TAILS = b'<a><!--c--><a><a>1</a>1</a>21</a>'
+
+
+@pytest.mark.parametrize("profile", ["/a[starts-with(., '1')]", "/a[. = '1121']",
+                                     "/a/a[. = '11']", "/a[contains(., '112')]"])
+def test_string_value_orders_tails_after_descendants(profile):
+    e = Engine()
+    e.add("q", profile)
+    assert disagreements(e, {"q": profile}, NESTED_TAILS) == []

@@ -51,7 +51,7 @@ class DocGenerator:
             hi = self.max_repeats if child.max is None else min(child.max, self.max_repeats)
             lo = min(child.min, hi)
             n = rnd.randint(lo, hi) if hi > lo else lo
-            if lo == 0 and n and rnd.random() > self.p_optional:
+            if lo == 0 and n and rnd.random() > self.p_optional * child.weight:
                 n = 0
             for _ in range(n):
                 c = self._element(child.name, depth + 1)

@@ -1,10 +1,14 @@
 """A NITF-like schema description (after the News Industry Text Format DTD that the
 YFilter experiments used), in the form :class:`yfilter.generators.schema.Schema` reads.
 
-Each element lists its children as ``(name, min, max)`` (``max`` None: unbounded,
-capped by the document generator's MaxRepeats), its attributes with their value
-domains, and, when it holds text, a list of words its text is drawn from.
-``block`` nests in itself, so DocDepth controls how deep documents go.
+Each element lists its children as ``(name, min, max)`` or ``(name, min, max,
+weight)`` (``max`` None: unbounded, capped by the document generator's MaxRepeats;
+``weight`` scales how often an optional child appears, default 1), its attributes
+with their value domains, and, when it holds text, a list of words its text is
+drawn from. As in NITF, block content nests (``block``, ``bq``, ``fn``, ``note``,
+lists and table cells hold paragraphs and blocks again) and paragraphs hold inline
+elements, some of which hold inline elements again, so DocDepth controls how deep
+documents go and there are millions of distinct paths of depth 6.
 """
 
 # Value domains are wide where real news metadata is (identifiers, names, places,
@@ -25,6 +29,21 @@ _ORGS = ["AAP", "AFP", "Reuters", "UN", "NASA", "FIFA", "OPEC", "WHO", "IMF", "N
          "WTO", "ECB", "IOC", "UEFA", "OECD", "ASEAN"]
 _IDS = [f"{src}.{n}" for src in ("AAP", "AFP", "AP", "DPA") for n in range(1, 51)]
 _DATES = [f"2025{m:02d}{d:02d}" for m in range(1, 13) for d in (1, 8, 15, 22)]
+
+_INLINE = ["em", "person", "org", "location", "q", "money", "num", "chron", "event",
+           "function", "object.title", "virtloc", "a", "classifier", "lang", "sub", "sup",
+           "pronounce", "copyrite", "br"]
+_BLOCKS = ["p", "block", "bq", "fn", "note", "ol", "ul", "dl", "table", "media", "hr", "pre",
+           "nitf-table"]
+
+
+def _inline(weight: float = 0.12) -> list:
+    return [[name, 0, None, weight] for name in _INLINE]
+
+
+def _block_content(weight: float = 0.35) -> list:
+    return [[name, 0, None, weight if name != "p" else 1.0] for name in _BLOCKS]
+
 
 NITF = {
     "root": "nitf",
@@ -79,31 +98,85 @@ NITF = {
         "story.date": {"attrs": {"norm": _DATES},
                        "text": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]},
         "abstract": {"children": [["p", 1, None]]},
-        "body.content": {"children": [["p", 0, None], ["block", 0, None], ["table", 0, 1],
-                                      ["media", 0, None]]},
-        "block": {"children": [["hl2", 0, 1], ["p", 0, None], ["block", 0, None],
-                               ["media", 0, 1]],
+        "body.content": {"children": _block_content(0.5)},
+        "block": {"children": [["hl2", 0, 1], *_block_content()],
                   "attrs": {"style": ["quote", "box", "sidebar"],
                             "id": [f"b{n}" for n in range(1, 31)]}},
-        "p": {"children": [["em", 0, None], ["person", 0, None], ["org", 0, None],
-                           ["location", 0, None], ["q", 0, 1]],
+        "bq": {"children": [["block", 1, None], ["credit", 0, 1]],
+               "attrs": {"nowrap": ["nowrap"], "quote-source": _NAMES}},
+        "credit": {"children": _inline(0.2), "text": _NAMES},
+        "fn": {"children": [["p", 1, None]], "attrs": {"id": [f"fn{n}" for n in range(1, 21)]}},
+        "note": {"children": [["body.content", 1, 1]],
+                 "attrs": {"noteclass": ["cpyrt", "end", "hd", "editorsnote", "trademk",
+                                         "undef"], "type": ["std", "pa", "npa"]}},
+        "ol": {"children": [["li", 1, None]], "attrs": {"seqnum": ["1", "2", "3", "4"]}},
+        "ul": {"children": [["li", 1, None]]},
+        "li": {"children": [*_inline(0.15), ["p", 0, None, 0.3], ["block", 0, None, 0.15]],
+               "text": _WORDS},
+        "dl": {"children": [["dt", 1, None], ["dd", 1, None]]},
+        "dt": {"children": _inline(0.1), "text": _WORDS},
+        "dd": {"children": [["block", 0, None, 0.3], ["p", 0, None, 0.5]]},
+        "hr": {},
+        "pre": {"text": _WORDS},
+        "nitf-table": {"children": [["nitf-table-metadata", 1, 1], ["table", 0, 1]]},
+        "nitf-table-metadata": {"attrs": {"subclass": ["financial", "sports", "weather"],
+                                          "status": ["pre", "snap", "interim", "final"]}},
+        "p": {"children": _inline(),
               "attrs": {"lede": ["true", "false"], "class": ["lead", "body", "quote"]},
               "text": _WORDS},
-        "q": {"text": _WORDS, "attrs": {"quote-source": _NAMES}},
-        "em": {"text": _WORDS, "attrs": {"class": ["italic", "bold"]}},
-        "person": {"text": _NAMES, "attrs": {"idsrc": ["AAP", "AFP"], "value": _NAMES}},
+        "q": {"children": _inline(0.08), "text": _WORDS, "attrs": {"quote-source": _NAMES}},
+        "em": {"children": [[n, 0, None, 0.08] for n in ("person", "org", "location", "num")],
+               "text": _WORDS, "attrs": {"class": ["italic", "bold"]}},
+        "money": {"text": ["10", "250", "3.5", "1200"],
+                  "attrs": {"unit": ["USD", "EUR", "AUD", "JPY"], "date": _DATES}},
+        "num": {"text": ["1", "2", "10", "2.5", "-3", "100"],
+                "attrs": {"units": ["pct", "kg", "km"], "decimal-ch": [".", ","]}},
+        "chron": {"text": ["today", "Monday", "last week"], "attrs": {"norm": _DATES}},
+        "event": {"text": _WORDS, "attrs": {"start-date": _DATES, "idsrc": ["AAP", "AFP"]}},
+        "function": {"text": ["minister", "coach", "chief executive"],
+                     "attrs": {"value": ["gov", "sport", "biz"]}},
+        "object.title": {"text": _WORDS, "attrs": {"value": _WORDS}},
+        "virtloc": {"text": ["example.com", "news.example"], "attrs": {"value": _WORDS}},
+        "a": {"children": [["em", 0, 1, 0.2]], "text": _WORDS,
+              "attrs": {"href": [f"http://example.com/{n}" for n in range(1, 41)],
+                        "name": _WORDS}},
+        "classifier": {"text": _WORDS, "attrs": {"type": ["topic", "genre", "priority"],
+                                                 "value": _WORDS}},
+        "lang": {"children": _inline(0.05), "text": _WORDS,
+                 "attrs": {"{http://www.w3.org/XML/1998/namespace}lang": ["en", "fr", "de"]}},
+        "sub": {"text": ["2", "n"]},
+        "sup": {"text": ["2", "th"]},
+        "pronounce": {"text": _WORDS, "attrs": {"guide": ["ipa"], "phonetic": _WORDS}},
+        "copyrite": {"children": [["copyrite.year", 0, 1], ["copyrite.holder", 0, 1]]},
+        "copyrite.year": {"text": ["2013", "2024", "2025"]},
+        "copyrite.holder": {"text": _ORGS},
+        "br": {},
+        "person": {"children": [["name.given", 0, 1, 0.3], ["name.family", 0, 1, 0.3],
+                                ["function", 0, 1, 0.2]],
+                   "text": _NAMES, "attrs": {"idsrc": ["AAP", "AFP"], "value": _NAMES}},
+        "name.given": {"text": ["Ann", "Bo", "Cy", "Di", "Ed", "Flo"]},
+        "name.family": {"text": _NAMES},
         "org": {"text": _ORGS, "attrs": {"idsrc": ["AAP", "AFP"], "value": _ORGS}},
-        "location": {"text": _PLACES, "attrs": {"location-code": ["AU", "FR", "NG", "NO"]}},
+        "location": {"children": [["city", 0, 1, 0.3], ["country", 0, 1, 0.3],
+                                  ["region", 0, 1, 0.2]],
+                     "text": _PLACES, "attrs": {"location-code": ["AU", "FR", "NG", "NO"]}},
+        "city": {"text": _PLACES},
+        "country": {"text": ["Australia", "France", "Nigeria", "Norway", "Peru", "Korea"],
+                    "attrs": {"iso-cc": ["AU", "FR", "NG", "NO", "PE", "KR"]}},
+        "region": {"text": ["north", "south", "east", "west"]},
         "table": {"children": [["tr", 1, None]], "attrs": {"border": ["0", "1", "2"]}},
-        "tr": {"children": [["td", 1, None]]},
-        "td": {"text": ["1", "2", "10", "2.5", "-3", "n/a"], "attrs": {"align": ["left", "right"]}},
+        "tr": {"children": [["th", 0, None, 0.3], ["td", 1, None]]},
+        "th": {"children": _inline(0.05), "text": _WORDS},
+        "td": {"children": [*_inline(0.05), ["p", 0, None, 0.2], ["block", 0, None, 0.1]],
+               "text": ["1", "2", "10", "2.5", "-3", "n/a"],
+               "attrs": {"align": ["left", "right"]}},
         "media": {"children": [["media-reference", 1, None], ["media-caption", 0, 1]],
                   "attrs": {"media-type": ["image", "video", "audio"]}},
         "media-reference": {"attrs": {"source": [f"img{n}.jpg" for n in range(1, 41)],
                                       "mime-type": ["image/jpeg", "image/png", "video/mp4"],
                                       "height": ["120", "480", "1080"],
                                       "width": ["160", "640", "1920"]}},
-        "media-caption": {"children": [["p", 0, 1]], "text": _WORDS},
+        "media-caption": {"children": [["p", 0, 1], *_inline(0.1)], "text": _WORDS},
         "body.end": {"children": [["tagline", 0, 1]]},
         "tagline": {"text": ["AAP", "AFP", "ends"]},
     },

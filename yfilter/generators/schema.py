@@ -23,6 +23,7 @@ class Child:
     name: str
     min: int
     max: int | None  # None: unbounded
+    weight: float = 1.0  # scales the probability that an optional child appears
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Schema:
         for name, spec in d["elements"].items():
             els[name] = ElementSpec(
                 name,
-                [Child(c[0], c[1], c[2]) for c in spec.get("children", [])],
+                [Child(*c) for c in spec.get("children", [])],
                 {a: list(v) for a, v in spec.get("attrs", {}).items()},
                 list(spec.get("text", [])),
             )

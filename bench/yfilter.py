@@ -1,0 +1,320 @@
+"""Benchmark of the yfilter engine against lxml one-by-one and the parse floor.
+
+    python -m bench.yfilter            # full run (1k, 10k, 100k, 500k profiles)
+    python -m bench.yfilter --quick    # small sizes, a minute or so
+
+Two workloads over the NITF-like schema that ships with yfilter: *path* profiles
+(YFilter's defaults: depth 6, P(*) = 0.2, P(//) = 0.2, distinct) and *pred*
+profiles (the same paths with 1-2 attribute/text equality predicates and one
+nested path ending in a value comparison). Messages are generated NITF documents.
+For each size, in a fresh child process (so memory per profile is measured on a
+clean heap): time to add the profiles, memory, and per message: the engine on XML
+bytes (everything a broker does: parse, match, report ids), split into matching
+and reporting, and the engine on decoded ``formats.Message`` tables. In the same
+run: lxml evaluating compiled XPath profiles one by one (measured up to
+``--lxml-max`` profiles, extrapolated linearly beyond and marked so), and the
+floors: lxml parse alone, parse + a walk over every element, and lxml's event
+parser (start/end events). The DFA caches are warmed by a pass over other messages
+of the same kind first, as in a broker that has been running; every timed pass
+then sees messages the engine has never seen (so no cache holds their answers).
+Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from lxml import etree
+
+from formats import Message
+from yfilter import Engine
+from yfilter.generators import DocGenerator, ProfileGenerator, Schema
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+WORKLOADS = {
+    "path": dict(depth=6, p_star=0.2, p_desc=0.2),
+    "pred": dict(depth=6, p_star=0.2, p_desc=0.2, n_preds=(1, 2), n_nested=1,
+                 nested_values=1.0),
+}
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _documents(n: int, seed: int) -> list[bytes]:
+    g = DocGenerator(Schema.nitf(), doc_depth=8, max_repeats=3, seed=seed)
+    return [g.generate() for _ in range(n)]
+
+
+def _per_message(fn, batches: list[list]) -> float:
+    """Seconds per message, best over the batches (one timed pass each)."""
+    best = float("inf")
+    for docs in batches:
+        t = time.perf_counter()
+        for d in docs:
+            fn(d)
+        best = min(best, (time.perf_counter() - t) / len(docs))
+    return best
+
+
+def _batches(n_docs: int, passes: int, seed: int) -> list[list[bytes]]:
+    docs = _documents(n_docs * passes, seed)
+    return [docs[i * n_docs:(i + 1) * n_docs] for i in range(passes)]
+
+
+def floors(batches: list[list[bytes]]) -> dict[str, float]:
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+
+    def parse(d):
+        etree.fromstring(d, parser)
+
+    def parse_walk(d):
+        for e in etree.fromstring(d, parser).iter():
+            e.tag
+
+    def event_walk(d):
+        for _ev, e in etree.iterparse(io.BytesIO(d), events=("start", "end"),
+                                      resolve_entities=False, no_network=True):
+            e.tag
+
+    return {"parse_s": _per_message(parse, batches),
+            "parse_walk_s": _per_message(parse_walk, batches),
+            "event_walk_s": _per_message(event_walk, batches)}
+
+
+def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int,
+            seed: int) -> dict:
+    """One workload at one size; runs in a fresh child process."""
+    gen = ProfileGenerator(Schema.nitf(), seed=seed, **WORKLOADS[workload])
+    t = time.perf_counter()
+    profiles = gen.batch(n)
+    gen_s = time.perf_counter() - t
+    # Distinct messages for warm-up and for each measurement: no timed message has
+    # been seen by the engine before.
+    warm = _documents(n_docs, seed + 1000)
+    batches = _batches(n_docs, passes, seed + 1)
+    msg_batches = [[Message.from_xml(d) for d in b] for b in _batches(n_docs, passes, seed + 2)]
+    split_batches = _batches(n_docs, passes, seed + 3)
+    docs = [d for b in batches for d in b]
+    gc.collect()
+    rss0 = _rss()
+    engine = Engine()
+    t = time.perf_counter()
+    for i, p in enumerate(profiles):
+        engine.add(str(i), p)
+    add_s = time.perf_counter() - t
+    gc.collect()
+    mem = _rss() - rss0
+    for d in warm:  # warm-up on other messages (DFA caches)
+        engine.match(d)
+    out = {
+        "workload": workload, "profiles": n, "generate_s": gen_s, "add_s": add_s,
+        "bytes_per_profile": mem / n, "rss_bytes": _rss(),
+        "engine_bytes_s": _per_message(engine.match, batches),
+        "engine_message_s": _per_message(engine.match, msg_batches),
+    }
+    matched = [len(engine.match(d)) for d in docs]
+    out["match_fraction"] = sum(matched) / len(docs) / n
+    out["matched_per_message"] = sum(matched) / len(docs)
+    evaluated = []
+    out["matching_s"] = _per_message(lambda d: evaluated.append(engine.evaluate(d)),
+                                     split_batches)
+    t = time.perf_counter()
+    for m in evaluated:
+        m.ids()
+    out["reporting_s"] = (time.perf_counter() - t) / len(evaluated)
+    out["stats"] = engine.stats()
+    # lxml one by one: compiled once (like registration), then every profile per message.
+    k = min(n, lxml_max)
+    xpaths = [etree.XPath(f"boolean({p})") for p in profiles[:k]]
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+
+    def lxml_all(d):
+        root = etree.fromstring(d, parser)
+        for x in xpaths:
+            x(root)
+
+    lxml_docs = docs[: max(5, n_docs // 10)] if k > 1000 else batches[0]
+    lx = _per_message(lxml_all, [lxml_docs])
+    out["lxml_measured_profiles"] = k
+    out["lxml_s"] = lx * n / k
+    out["lxml_extrapolated"] = k < n
+    out["speedup_vs_lxml"] = out["lxml_s"] / out["engine_bytes_s"]
+    out["doc_bytes"] = sum(map(len, docs)) / len(docs)
+    out["doc_elements"] = sum(len(m) for b in msg_batches for m in b) / (n_docs * passes)
+    return out
+
+
+def _child(args):
+    return run_one(*args)
+
+
+def plot(results: list[dict], fl: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    doc_mb = results[0]["doc_bytes"] / 1e6
+    for wl, color in (("path", "tab:blue"), ("pred", "tab:orange")):
+        rs = [r for r in results if r["workload"] == wl]
+        if not rs:
+            continue
+        xs = [r["profiles"] for r in rs]
+        ax1.plot(xs, [r["engine_bytes_s"] * 1e6 for r in rs], "o-", color=color,
+                 label=f"yfilter {wl} (XML bytes)")
+        ax1.plot(xs, [r["engine_message_s"] * 1e6 for r in rs], "s:", color=color,
+                 label=f"yfilter {wl} (decoded Message)")
+        meas = [r for r in rs if not r["lxml_extrapolated"]]
+        extra = [r for r in rs if r["lxml_extrapolated"]]
+        ax1.plot([r["profiles"] for r in meas], [r["lxml_s"] * 1e6 for r in meas], "^-",
+                 color=color, alpha=0.5, label=f"lxml one-by-one {wl}")
+        if extra:
+            ax1.plot([meas[-1]["profiles"]] + [r["profiles"] for r in extra],
+                     [meas[-1]["lxml_s"] * 1e6] + [r["lxml_s"] * 1e6 for r in extra], "^--",
+                     color=color, alpha=0.3, label=f"lxml {wl} (extrapolated)")
+        ax2.plot(xs, [doc_mb / r["engine_bytes_s"] for r in rs], "o-", color=color,
+                 label=f"yfilter {wl}")
+        ax2.plot(xs, [doc_mb / r["lxml_s"] for r in rs], "^--", color=color, alpha=0.5,
+                 label=f"lxml one-by-one {wl}")
+    for key, style, label in (("parse_s", ":", "lxml parse"),
+                              ("parse_walk_s", "-.", "parse + walk (floor)"),
+                              ("event_walk_s", "--", "lxml event parser")):
+        ax1.axhline(fl[key] * 1e6, color="gray", linestyle=style, label=label)
+        ax2.axhline(doc_mb / fl[key], color="gray", linestyle=style, label=label)
+    ax1.set(xscale="log", yscale="log", xlabel="distinct profiles",
+            ylabel="time per message (us)", title="Time per message")
+    ax2.set(xscale="log", yscale="log", xlabel="distinct profiles", ylabel="MB/s",
+            title="Throughput")
+    ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
+    ax1.grid(True, which="both", alpha=0.3)
+    ax2.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def table(results: list[dict], fl: dict) -> str:
+    floor = fl["parse_walk_s"]
+    head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'B/prof':>7} {'match%':>7} "
+            f"{'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} {'MB/s':>6} "
+            f"{'lxml us':>11} {'speedup':>8} {'x floor':>7}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        mbs = r["doc_bytes"] / 1e6 / r["engine_bytes_s"]
+        lx = f"{r['lxml_s'] * 1e6:,.0f}" + ("*" if r["lxml_extrapolated"] else " ")
+        lines.append(
+            f"{r['workload']:8} {r['profiles']:>8,} {r['add_s']:>7.1f} "
+            f"{r['bytes_per_profile']:>7,.0f} {r['match_fraction'] * 100:>6.2f}% "
+            f"{r['engine_bytes_s'] * 1e6:>9,.0f} {r['matching_s'] * 1e6:>9,.0f} "
+            f"{r['reporting_s'] * 1e6:>9,.0f} {r['engine_message_s'] * 1e6:>8,.0f} "
+            f"{mbs:>6.2f} {lx:>11} {r['speedup_vs_lxml']:>7.0f}x "
+            f"{r['engine_bytes_s'] / floor:>6.1f}x")
+    lines.append(f"floors per message: parse {fl['parse_s'] * 1e6:.0f} us, parse + walk "
+                 f"{fl['parse_walk_s'] * 1e6:.0f} us, lxml event parser "
+                 f"{fl['event_walk_s'] * 1e6:.0f} us  (* = lxml extrapolated linearly)")
+    return "\n".join(lines)
+
+
+def targets(results: list[dict], fl: dict) -> dict:
+    """The issue's "Done when" numbers."""
+    def get(wl, n):
+        return next((r for r in results if r["workload"] == wl and r["profiles"] == n), None)
+
+    out = {}
+    for wl in WORKLOADS:
+        r = get(wl, 10_000)
+        if r:
+            out[f"speedup_10k_{wl}"] = r["speedup_vs_lxml"]
+            out[f"speedup_10k_{wl}_ok"] = r["speedup_vs_lxml"] >= 100
+    r = get("pred", 100_000)
+    if r:
+        out["pred_100k_match_fraction"] = r["match_fraction"]
+        out["pred_100k_x_floor"] = r["engine_bytes_s"] / fl["parse_walk_s"]
+        out["pred_100k_x_event_floor"] = r["engine_bytes_s"] / fl["event_walk_s"]
+        out["pred_100k_ok"] = r["match_fraction"] <= 0.01 and out["pred_100k_x_floor"] <= 5
+    for wl in WORKLOADS:
+        r = get(wl, 100_000)
+        if r:
+            out[f"add_100k_{wl}_s"] = r["add_s"]
+            out[f"bytes_per_profile_100k_{wl}"] = r["bytes_per_profile"]
+        r = get(wl, 500_000)
+        if r:
+            out[f"loaded_500k_{wl}"] = True
+            out[f"rss_500k_{wl}_bytes"] = r["rss_bytes"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.yfilter", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="sizes 1k and 10k, fewer messages (a smoke run; not for the record)")
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                    help="comma-separated profile counts (default 1000,10000,100000,500000)")
+    ap.add_argument("--workloads", default="path,pred", help="comma-separated: path,pred")
+    ap.add_argument("--docs", type=int, help="messages per measurement (default 200)")
+    ap.add_argument("--passes", type=int,
+                    help="timed passes, each over its own new messages; best is kept "
+                         "(default 3)")
+    ap.add_argument("--lxml-max", type=int, default=10_000,
+                    help="largest profile count lxml is measured at; beyond, extrapolated")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=RESULTS / "yfilter.json")
+    ap.add_argument("--plot", type=Path, default=RESULTS / "yfilter.png")
+    args = ap.parse_args(argv)
+    sizes = args.sizes or ([1_000, 10_000] if args.quick else
+                           [1_000, 10_000, 100_000, 500_000])
+    n_docs = args.docs or (30 if args.quick else 200)
+    passes = args.passes or (2 if args.quick else 3)
+    lxml_max = min(args.lxml_max, 1_000) if args.quick else args.lxml_max
+    workloads = args.workloads.split(",")
+    print(f"yfilter benchmark: sizes {sizes}, workloads {workloads}, {n_docs} messages per "
+          f"pass, best of {passes} passes, lxml measured up to {lxml_max:,} profiles",
+          flush=True)
+    fl = floors(_batches(n_docs, passes, args.seed + 1))
+    results = []
+    ctx = multiprocessing.get_context("fork")
+    for wl in workloads:
+        for n in sizes:
+            print(f"  {wl:5} {n:>8,} profiles ...", end="", flush=True)
+            t = time.perf_counter()
+            with ctx.Pool(1) as pool:
+                r = pool.apply(_child, ((wl, n, n_docs, passes, lxml_max, args.seed),))
+            results.append(r)
+            print(f" {r['engine_bytes_s'] * 1e6:,.0f} us/message, match "
+                  f"{r['match_fraction'] * 100:.2f}% ({time.perf_counter() - t:.0f} s)",
+                  flush=True)
+    print()
+    print(table(results, fl))
+    tg = targets(results, fl)
+    print()
+    for k, v in tg.items():
+        print(f"  {k}: {v:.4g}" if isinstance(v, float) else f"  {k}: {v}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "command": "python -m bench.yfilter " + " ".join(argv if argv is not None
+                                                        else sys.argv[1:]),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "lxml": etree.LXML_VERSION, "libxml2": etree.LIBXML_VERSION},
+        "messages": n_docs, "passes": passes, "floors": fl, "results": results,
+        "targets": tg}, indent=1))
+    plot(results, fl, args.plot)
+    print(f"\nwrote {args.out} and {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
