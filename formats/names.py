@@ -58,7 +58,10 @@ def check_names(names: Iterable[object]) -> None:
     to :func:`known_names` first)."""
     if known_names(names):
         return
-    new = set(names).difference(_SEEN)
+    try:
+        new = set(names).difference(_SEEN)
+    except TypeError:  # an unhashable item after the first unknown one
+        raise FormatError("a name is not a string") from None
     for name in new:
         check_name(name)
     if len(_SEEN) > _SEEN_LIMIT:
