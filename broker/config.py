@@ -50,4 +50,11 @@ API_PORT = int(os.environ.get("ONYX_API_PORT", "8080"))
 
 PLACEMENT = os.environ.get("ONYX_PLACEMENT", "nearest")
 """How a profile's host broker is chosen (ONYX_PLACEMENT): ``nearest`` (the subscriber's hint, else
-round robin) or ``round-robin``."""
+round robin), ``round-robin``, or ``pep`` (PEP partitioning by exclusiveness patterns)."""
+
+PEP_PARTITIONS_PER_BROKER = int(os.environ.get("ONYX_PEP_PARTITIONS_PER_BROKER", "4"))
+"""PEP partitions per broker (ONYX_PEP_PARTITIONS_PER_BROKER) for the ``pep`` placement."""
+
+PEP_TOLERANCE = float(os.environ.get("ONYX_PEP_TOLERANCE", "0.1"))
+"""PEP balance tolerance (ONYX_PEP_TOLERANCE): no partition holds more than
+max((1 + t) * mean, mean + 1 / t) profiles."""

@@ -4,7 +4,11 @@
 (ties by id), which is round robin while nothing is deleted and stays balanced when
 profiles go away. ``nearest`` takes the broker closest to the subscriber: the broker it
 names (``near``), else the one nearest its ``location`` among brokers that have one,
-else it falls back to ``round-robin``.
+else it falls back to ``round-robin``. ``pep`` hosts a profile with the profiles it
+excludes least: PEP partitioning (:class:`partitioning.PepHosts`, ONYX section 4.4)
+puts it in the partition of one of its exclusiveness-pattern values and returns that
+partition's broker (partitions placed by broker ``capacity`` and distance to the
+sources' roots); it learns the patterns from the profiles this process has placed.
 
 >>> from routing.overlay import builtin
 >>> choose_host("round-robin", PlacementRequest(builtin(), counts={"b1": 2, "b2": 1}))
@@ -18,7 +22,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Callable
+from weakref import WeakKeyDictionary
 
+from broker import config
+from partitioning import PepHosts
 from routing.overlay import Overlay
 
 
@@ -58,7 +65,25 @@ def nearest(req: PlacementRequest) -> str:
     return round_robin(req)
 
 
-STRATEGIES: dict[str, Strategy] = {"round-robin": round_robin, "nearest": nearest}
+_PEP: WeakKeyDictionary[Overlay, PepHosts] = WeakKeyDictionary()
+
+
+def pep(req: PlacementRequest) -> str:
+    if req.text is None:
+        return round_robin(req)
+    hosts = _PEP.get(req.overlay)
+    if hosts is None or hosts.brokers != req.overlay.brokers:
+        fresh = PepHosts.from_graph(req.overlay.graph, req.overlay.sources.values(),
+                                    partitions_per_broker=config.PEP_PARTITIONS_PER_BROKER,
+                                    tolerance=config.PEP_TOLERANCE)
+        for pid, eqs in (hosts.partitioner.profiles.items() if hosts else ()):
+            fresh.place_equalities(pid, eqs)  # the overlay changed: same population, new brokers
+        hosts = _PEP[req.overlay] = fresh
+    # The request carries no profile id yet; a sequence number names it in PEP's population.
+    return hosts.place(f"registration-{len(hosts.hosts)}", req.text)
+
+
+STRATEGIES: dict[str, Strategy] = {"round-robin": round_robin, "nearest": nearest, "pep": pep}
 
 
 def register_strategy(name: str, strategy: Strategy) -> None:

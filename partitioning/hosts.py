@@ -28,7 +28,7 @@ from partitioning.errors import PartitioningError
 from partitioning.occurrence import Occurrence
 from partitioning.pep import DONT_CARE, PepPartitioner
 from partitioning.placement import BrokerSite, Move, least_loaded, moves, place_partitions
-from partitioning.predicates import equalities
+from partitioning.predicates import Equality, equalities
 
 
 class PepHosts:
@@ -69,7 +69,10 @@ class PepHosts:
     def place(self, profile_id: str, text: str) -> str:
         """Host broker of a new or changed profile (raises :class:`yfilter.ProfileError`
         for a profile the engine rejects)."""
-        eqs = equalities(text, self.namespaces)
+        return self.place_equalities(profile_id, equalities(text, self.namespaces))
+
+    def place_equalities(self, profile_id: str, eqs: Sequence[Equality]) -> str:
+        """:meth:`place` for a profile whose equalities are already known."""
         self._forget(profile_id)
         part = self.partitioner.add(profile_id, eqs)
         host = least_loaded(self.counts, self.sites) if part == DONT_CARE else self.partition_broker[part]

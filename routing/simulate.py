@@ -39,7 +39,7 @@ from routing import generators
 from routing.dnf import RoutingQuery, map_profile
 from routing.generalize import Budget, BudgetError
 from routing.overlay import Overlay
-from routing.placement import PLACEMENTS, Placement, Subscription, nearest, random_placement
+from routing.placement import PLACEMENTS, Placement, Subscription, by_name
 from routing.table import Delta, RoutingTable
 from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
 from yfilter import Engine
@@ -160,7 +160,7 @@ class Simulation:
         self.interests = Interests.build(config.interests, self.overlay, schema, config.seed)
         self.messages = Messages(schema, config.seed, corpus)
         if placement is None:
-            placement = nearest if config.placement == "nearest" else random_placement(self.brokers, config.seed)
+            placement = by_name(config.placement, self.overlay, config.seed, schema)
         self.place = placement
         budget = config.budget if config.generalize else None
         self.tables = {root: {b: RoutingTable(b, budget, samples=config.samples) for b in self.brokers}
@@ -481,7 +481,8 @@ def parser() -> argparse.ArgumentParser:
     a("--interests", choices=INTERESTS, default="uniform",
       help="uniform, or geo: subscribers near each other share vocabulary and values (default uniform)")
     a("--placement", choices=PLACEMENTS, default="nearest",
-      help="host a profile at the subscriber's nearest broker or at a random one (default nearest)")
+      help="host a profile at the subscriber's nearest broker, a random one, or by PEP partitioning "
+           "(default nearest)")
     a("--overlay", choices=OVERLAYS, default="geometric", help="overlay generator (default geometric)")
     a("--sources", type=int, default=4, help="data sources, each with its own root broker and tree (default 4)")
     a("--replay", type=float, default=0.1, metavar="P",
