@@ -21,6 +21,7 @@ Run one broker on its own (this is what a Kubernetes ``SparkApplication`` runs):
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import pickle
 import re
@@ -51,8 +52,13 @@ class BrokerSettings:
     max_offsets_per_trigger: int = 5000
 
 
-def _arrow_fn(broker: str, version: int, spec_bc):
-    """The function ``mapInArrow`` runs on executors (closes over plain data only)."""
+COUNTERS = ("messages", "forwarded", "delivered", "dead_letters")
+"""What each broker counts (Spark accumulators, summed over executors)."""
+
+
+def _arrow_fn(broker: str, version: int, spec_bc, acc: dict):
+    """The function ``mapInArrow`` runs on executors (closes over plain data and
+    accumulators only)."""
 
     def process(batches):
         import pyarrow as pa
@@ -64,6 +70,7 @@ def _arrow_fn(broker: str, version: int, spec_bc):
         for batch in batches:
             cols = batch.to_pydict()
             out_t, out_k, out_v, out_h = [], [], [], []
+            acc["messages"].add(batch.num_rows)
             for i in range(batch.num_rows):
                 headers = [(h["key"], h["value"]) for h in (cols["headers"][i] or ())]
                 for t, k, v, h in plan.process(cols["topic"][i], cols["key"][i], cols["value"][i],
@@ -72,6 +79,10 @@ def _arrow_fn(broker: str, version: int, spec_bc):
                     out_k.append(k)
                     out_v.append(v)
                     out_h.append([{"key": hk, "value": hv} for hk, hv in h])
+            for t in out_t:
+                kind = ("forwarded" if t.startswith(topics.BROKER_PREFIX) else
+                        "dead_letters" if t == topics.DEAD_LETTER else "delivered")
+                acc[kind].add(1)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(out_t, pa.string()), pa.array(out_k, pa.binary()), pa.array(out_v, pa.binary()),
                  pa.array(out_h, header_type)], schema=schema)
@@ -96,7 +107,9 @@ class BrokerJob:
         self._spec_bc = None
         self._spec_version = -1
         self._lock = threading.Lock()
-        self.counters = {"batches": 0, "control": 0, "xml": 0, "out": 0}
+        self.acc = {name: spark.sparkContext.accumulator(0) for name in COUNTERS}
+        self.batches = 0
+        self.control_packets = 0
 
     @property
     def wants_sources(self) -> bool:
@@ -113,7 +126,7 @@ class BrokerJob:
 
         s = self.settings
         self._subscribed_sources = self.wants_sources
-        flow = F.coalesce(F.expr("cast(filter(headers, h -> h.key = 'onyx-flow')[0].value as string)"), F.lit("xml"))
+        flow = F.coalesce(F.expr("cast(get(filter(headers, h -> h.key = 'onyx-flow'), 0).value as string)"), F.lit("xml"))
         rows = (self.spark.readStream.format("kafka")
                 .option("kafka.bootstrap.servers", s.bootstrap_servers)
                 .option("subscribePattern", self._pattern())
@@ -143,20 +156,22 @@ class BrokerJob:
             for r in control:
                 headers = [(h["key"], bytes(h["value"])) for h in (r["headers"] or [])]
                 out_rows += self.state.apply(r["flow"], r["key"], r["value"], headers, r["topic"])
-            if self.state.version != before:
-                self._save_snapshot()
             self._ship_plan()
             xml = df.filter((F.col("flow") == "xml") | F.col("topic").startswith(topics.SOURCE_PREFIX))
             result = xml.select("topic", "key", "value", "headers", "partition", "offset").mapInArrow(
-                _arrow_fn(self.settings.broker, self.state.version, self._spec_bc), OUT_SCHEMA)
+                _arrow_fn(self.settings.broker, self.state.version, self._spec_bc, self.acc), OUT_SCHEMA)
             if out_rows:
                 result = result.unionByName(self.spark.createDataFrame(
                     [(t, k, v, [{"key": hk, "value": hv} for hk, hv in h]) for t, k, v, h in out_rows], OUT_SCHEMA))
             (result.write.format("kafka")
              .option("kafka.bootstrap.servers", self.settings.bootstrap_servers)
              .save())
-            self.counters["batches"] += 1
-            self.counters["control"] += len(control)
+            # Only after the batch's rows are in Kafka: a crash before this line replays
+            # the batch against the older snapshot, so its deltas are sent again.
+            if self.state.version != before:
+                self._save_snapshot()
+            self.batches += 1
+            self.control_packets += len(control)
 
     def _ship_plan(self) -> None:
         if self._spec_version == self.state.version and self._spec_bc is not None:
@@ -173,6 +188,22 @@ class BrokerJob:
         tmp.write_bytes(self.state.snapshot())
         os.replace(tmp, self.snapshot_path)
 
+    def status(self) -> dict:
+        """Counters, profiles and routing-table sizes of this broker (for ``onyx status``)."""
+        progress = self.query.lastProgress if self.query is not None else None
+        return {
+            "broker": self.settings.broker,
+            "running": self.query is not None and self.query.isActive,
+            "batches": self.batches,
+            "control_packets": self.control_packets,
+            **{name: acc.value for name, acc in self.acc.items()},
+            "profiles": len(self.state.profiles),
+            "state_version": self.state.version,
+            "routing": {root: t.stats() for root, t in self.state.tables.items()},
+            "last_batch_ms": (progress or {}).get("durationMs", {}).get("triggerExecution"),
+            "offsets": _end_offsets(progress),
+        }
+
     def poll(self) -> None:
         """Restart the query if the broker became a root and must read source topics;
         raise the query's exception if it died."""
@@ -186,6 +217,19 @@ class BrokerJob:
         if self.query is not None:
             self.query.stop()
             self.query = None
+
+
+def _end_offsets(progress: dict | None) -> dict[str, int]:
+    """Per topic, the sum over partitions of the offsets the last batch read up to."""
+    out: dict[str, int] = {}
+    for source in (progress or {}).get("sources", []):
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            # PySpark gives str() of the parsed JSON object: a Python literal, not JSON.
+            end = ast.literal_eval(end)
+        for topic, parts in (end or {}).items():
+            out[topic] = sum(int(v) for v in parts.values())
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

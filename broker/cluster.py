@@ -1,0 +1,174 @@
+"""A whole overlay on one machine: Kafka, the registration service, and every broker
+as one streaming query of a single Spark application (what ``onyx up`` runs, and
+what the end-to-end tests, the demo and the benchmark use).
+
+>>> with LocalOverlay(builtin("figure4")) as cluster:        # doctest: +SKIP
+...     cluster.api_url, cluster.bootstrap_servers
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker import config, topics
+from broker.devcluster import KafkaDevCluster, free_port
+from broker.job import BrokerJob, BrokerSettings
+from broker.plan import Limits
+from broker.serve import BackgroundServer, ServiceSettings
+from routing.overlay import Overlay
+
+
+@dataclass
+class OverlaySettings:
+    """How to run a local overlay; ``bootstrap_servers`` reuses a running Kafka."""
+
+    name: str = "local"
+    bootstrap_servers: str | None = None
+    api_port: int | None = None
+    trigger: str = "250 milliseconds"
+    link_format: str = "stream"
+    limits: Limits = field(default_factory=Limits)
+    fresh: bool = True  # start from empty checkpoints and database
+
+
+class LocalOverlay:
+    """Start with :meth:`start` (or ``with``); stop with :meth:`stop`."""
+
+    def __init__(self, overlay: Overlay, settings: OverlaySettings | None = None, spark=None) -> None:
+        self.overlay = overlay
+        self.settings = settings or OverlaySettings()
+        self.dir = config.RUN_DIR / f"overlay-{self.settings.name}"
+        self.kafka: KafkaDevCluster | None = None
+        self.service: BackgroundServer | None = None
+        self.spark = spark
+        self._own_spark = spark is None
+        self.jobs: dict[str, BrokerJob] = {}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.settings.bootstrap_servers or self.kafka.bootstrap_servers
+
+    @property
+    def api_url(self) -> str:
+        return self.service.url
+
+    def topics(self) -> list[str]:
+        """Every topic the overlay reads or writes (created up front)."""
+        names = {topics.DEAD_LETTER, topics.CATALOG, topics.PROFILES}
+        for b in self.overlay.brokers:
+            names |= {topics.broker_topic(b), topics.delivery_topic(b)}
+        names |= {topics.source_topic(s) for s in self.overlay.sources}
+        return sorted(names)
+
+    def start(self, progress=lambda msg: None) -> "LocalOverlay":
+        if self.settings.fresh:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.settings.bootstrap_servers is None:
+            progress("starting Kafka")
+            self.kafka = KafkaDevCluster(name=f"overlay-{self.settings.name}").start()
+        topics.ensure_topics(self.bootstrap_servers, self.topics())
+        progress("starting the registration service")
+        self.service = BackgroundServer(ServiceSettings(
+            self.bootstrap_servers, copy.deepcopy(self.overlay), f"sqlite:///{self.dir / 'onyx.db'}",
+            "127.0.0.1", self.settings.api_port or free_port())).start()
+        if self.spark is None:
+            progress("starting Spark")
+            from broker.spark_session import build_session
+
+            self.spark = build_session(f"onyx-{self.settings.name}")
+        for b in self.overlay.brokers:
+            progress(f"starting broker {b}")
+            job = BrokerJob(self.spark, BrokerSettings(
+                b, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir / "brokers" / b,
+                self.settings.link_format, self.settings.trigger, self.settings.limits))
+            job.start()
+            self.jobs[b] = job
+        return self
+
+    def lag(self) -> dict[str, int]:
+        """Per broker: records on its inbound (and source) topics not processed yet."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers)
+        try:
+            wanted = {}
+            for b, job in self.jobs.items():
+                names = [topics.broker_topic(b)]
+                if job.wants_sources:
+                    names += [topics.source_topic(s) for s, r in job.state.overlay.sources.items()]
+                wanted[b] = names
+            parts = [TopicPartition(t, p) for names in wanted.values() for t in set(names)
+                     for p in (consumer.partitions_for_topic(t) or ())]
+            ends = consumer.end_offsets(parts)
+        finally:
+            consumer.close()
+        per_topic: dict[str, int] = {}
+        for tp, end in ends.items():
+            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + end
+        out = {}
+        for b, names in wanted.items():
+            done = self.jobs[b].status()["offsets"]
+            out[b] = sum(max(0, per_topic.get(t, 0) - done.get(t, 0)) for t in set(names))
+        return out
+
+    def wait_idle(self, timeout: float = 120.0, settle: float = 1.0) -> float:
+        """Wait until every broker has processed everything on its topics (control
+        packets included, so routing tables have converged); returns seconds waited."""
+        start = time.monotonic()
+        quiet_since = None
+        while time.monotonic() - start < timeout:
+            for job in self.jobs.values():
+                job.poll()
+            if all(v == 0 for v in self.lag().values()):
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= settle:
+                    return time.monotonic() - start
+            else:
+                quiet_since = None
+            time.sleep(0.3)
+        raise TimeoutError(f"overlay still busy after {timeout:.0f}s: lag {self.lag()}")
+
+    def status(self) -> dict:
+        lag = self.lag()
+        return {"brokers": [dict(job.status(), lag=lag.get(b)) for b, job in self.jobs.items()]}
+
+    def cluster_info(self) -> dict:
+        """What scripts and other Kafka clients need (written to ``.run/cluster.json``)."""
+        default_source = sorted(self.overlay.sources)[0] if self.overlay.sources else None
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "api_url": self.api_url,
+            "source_topic": topics.source_topic(default_source) if default_source else None,
+            "sources": {s: topics.source_topic(s) for s in sorted(self.overlay.sources)},
+            "brokers": self.overlay.brokers,
+            "dead_letter_topic": topics.DEAD_LETTER,
+        }
+
+    def write_cluster_json(self, path: Path, **extra) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**self.cluster_info(), **extra}, indent=2))
+        tmp.replace(path)
+
+    def stop(self) -> None:
+        for job in self.jobs.values():
+            job.stop()
+        self.jobs.clear()
+        if self.service is not None:
+            self.service.stop()
+        if self.spark is not None and self._own_spark:
+            self.spark.stop()
+        if self.kafka is not None:
+            self.kafka.stop()
+
+    def __enter__(self) -> "LocalOverlay":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
