@@ -30,6 +30,12 @@ negatives and delivery mismatches must be 0.
 own default is 3..5): with the simulator's very selective profiles (about 5 matches
 in 10,000 per message) almost no message needs to go anywhere under any placement,
 and the comparison says nothing. Writes ``bench/results/pep_pipeline.json`` and a PNG.
+
+Caveat: the simulator draws subscribers' homes from the same random stream that
+shuffles deltas in flight, and how many deltas travel depends on the placement; so
+with ``geo`` interests (profile text depends on the home) the three placements see
+slightly different profiles (the ``deliveries`` column shows it). With ``uniform``
+interests the profiles and messages are the same for all three.
 """
 
 from __future__ import annotations
