@@ -69,6 +69,9 @@ _PEP: WeakKeyDictionary[Overlay, PepHosts] = WeakKeyDictionary()
 
 
 def pep(req: PlacementRequest) -> str:
+    """PEP host choice, with one :class:`partitioning.PepHosts` per overlay object
+    (rebuilt, same population, when its brokers change). It sees registrations only:
+    deleted profiles stay in its statistics, and a restarted service starts empty."""
     if req.text is None:
         return round_robin(req)
     hosts = _PEP.get(req.overlay)
