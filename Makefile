@@ -16,7 +16,7 @@ space := $(empty) $(empty)
 TOOLS_STAMP   := .tools/stamps/helm-$(HELM_VERSION)_kubeconform-$(KUBECONFORM_VERSION)
 SCHEMAS_STAMP := .tools/stamps/schemas_strimzi-$(STRIMZI_VERSION)_k8s-$(subst $(space),-,$(K8S_VERSIONS))
 
-.PHONY: setup venv jvm run test bench clean check-tools k8s-tools k8s-schemas k8s-validate image
+.PHONY: setup venv jvm run test bench clean check-tools k8s-tools k8s-schemas k8s-validate image kcat
 
 setup: venv jvm
 
@@ -66,7 +66,11 @@ image: jvm
 
 # pytest exits 5 when it collected no test: for this suite that means tests went
 # missing, so it is reported as a failure rather than passed off as green.
-test: setup k8s-validate
+# kcat (Debian's package) for the test that publishes with a Kafka client we did not write.
+kcat:
+	@deploy/install-kcat.sh
+
+test: setup k8s-validate kcat
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests (exit 5); the suite is missing" >&2; fi; \
 	exit $$rc

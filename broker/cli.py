@@ -5,17 +5,88 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from pathlib import Path
 
 from broker import config
+from broker.clients import ApiError
 from broker.errors import KafkaStartError, SetupError
 from routing.overlay import OverlayError
+
+
+def _say(line: str = "") -> None:
+    print(line, flush=True)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from broker import demo
 
-    return demo.run(generated=args.generated, corpus=args.corpus, timeout=args.timeout)
+    return demo.run(profiles=args.profiles, messages=args.messages, corpus=args.corpus, timeout=args.timeout)
+
+
+def _overlay_settings(args: argparse.Namespace):
+    from broker.cluster import OverlaySettings
+
+    return OverlaySettings(name="up", api_port=args.port, trigger=args.trigger, link_format=args.link_format)
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from broker import up
+    from broker.serve import load_overlay
+
+    overlay = load_overlay(args.overlay)  # checked here, so a bad config fails before anything starts
+    if args.detach:
+        argv = [a for a in (args.argv or []) if a != "--detach"]
+        return up.up_detached(argv, _say, timeout=args.timeout)
+    return up.up(overlay, _overlay_settings(args), _say)
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    from broker import up
+
+    return up.down(_say)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from broker import up
+
+    return up.status(_say)
+
+
+def _endpoints(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(bootstrap servers, API URL): the options given, else the running overlay's."""
+    bootstrap, api_url = getattr(args, "bootstrap_servers", None), getattr(args, "api", None)
+    if bootstrap is None or (api_url is None and hasattr(args, "api")):
+        from broker import up
+
+        info = up.require_cluster()
+        bootstrap = bootstrap or info["bootstrap_servers"]
+        api_url = api_url or info["api_url"]
+    return bootstrap, api_url
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    from broker import clients, topics
+
+    if not args.paths and not args.generate:
+        raise SetupError("nothing to publish: give files or folders of XML, or --generate N")
+    bootstrap, _ = _endpoints(args)
+    messages = list(clients.messages_from(args.paths, args.generate, args.seed))
+    topic = topics.source_topic(args.source)
+    start = time.monotonic()
+    ids = clients.publish(bootstrap, topic, messages, rate=args.rate)
+    elapsed = time.monotonic() - start
+    _say(f"published {len(ids)} messages to {topic} in {elapsed:.1f}s ({len(ids) / max(elapsed, 1e-9):.0f} msg/s)")
+    return 0
+
+
+def _cmd_subscribe(args: argparse.Namespace) -> int:
+    from broker import clients
+
+    bootstrap, api_url = _endpoints(args)
+    clients.subscribe(api_url, bootstrap, args.profile, _say, near=args.near, delivery_topic=args.delivery_topic,
+                      count=args.count, timeout=args.timeout, keep=args.keep)
+    return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -74,11 +145,64 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="publish XML through Kafka and a Spark streaming query; print what came out")
-    demo.add_argument("--generated", type=int, default=20, help="number of generated messages (default 20)")
-    demo.add_argument("--corpus", type=Path, default=None, help="folder of XML files to publish too (default ../shared/corpus/news)")
-    demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the output (default 180)")
+    demo = sub.add_parser("demo", help="the six-broker overlay of ONYX Figure 4 end to end (what `make run` runs)",
+                          description="Start the six-broker overlay of ONYX Figure 4 (Kafka, registration "
+                          "service, six brokers as Spark streaming queries), register Q1-Q3 and generated profiles "
+                          "over HTTP, publish generated NITF messages and the news corpus, compare every "
+                          "subscriber's deliveries with a centralized engine, print a summary and stop. "
+                          "Exit status 0 only if they agree exactly.")
+    demo.add_argument("--profiles", type=int, default=2000, help="generated profiles besides Q1-Q3 (default 2000)")
+    demo.add_argument("--messages", type=int, default=200, help="generated NITF messages (default 200)")
+    demo.add_argument("--corpus", type=Path, default=None,
+                      help=f"folder of XML files to publish too (default {config.CORPUS_DIR}, if present)")
+    demo.add_argument("--timeout", type=float, default=300.0, help="seconds to wait at each stage (default 300)")
     demo.set_defaults(func=_cmd_demo)
+
+    up = sub.add_parser("up", help="run a local overlay: Kafka, registration service, brokers as streaming queries",
+                        description="Start Kafka, the registration service and every broker of the overlay (one "
+                        "Spark application, a streaming query per broker) and keep them running until Ctrl-C or "
+                        "`onyx down`. Writes .run/cluster.json (bootstrap_servers, api_url, source_topic, ...) "
+                        "for scripts and other Kafka clients.")
+    up.add_argument("--overlay", type=Path, default=None, help="overlay config (default: the six brokers of ONYX Figure 4)")
+    up.add_argument("--detach", action="store_true", help="run in the background; return once everything is ready")
+    up.add_argument("--port", type=int, default=None, help="port of the registration service (default: a free one)")
+    up.add_argument("--trigger", default="250 milliseconds",
+                    help="micro-batch interval of the brokers (default '250 milliseconds')")
+    up.add_argument("--link-format", default="stream",
+                    help="wire format between brokers (default stream; see `formats.available()`)")
+    up.add_argument("--timeout", type=float, default=300.0, help="with --detach: seconds to wait for readiness")
+    up.set_defaults(func=_cmd_up)
+
+    down = sub.add_parser("down", help="stop the overlay started by `onyx up`")
+    down.set_defaults(func=_cmd_down)
+
+    status = sub.add_parser("status", help="per broker: lag, messages in/out, profiles, routing-table size")
+    status.set_defaults(func=_cmd_status)
+
+    publish = sub.add_parser("publish", help="publish XML files, folders or generated NITF messages to a source",
+                             description="Publish text XML to onyx.src.<source> with a Kafka producer (each "
+                             "message gets an onyx-message-id header). Defaults come from the running `onyx up`.")
+    publish.add_argument("paths", type=Path, nargs="*", help="XML files or folders of *.xml")
+    publish.add_argument("--generate", type=int, default=0, metavar="N", help="also publish N generated NITF messages")
+    publish.add_argument("--rate", type=float, default=0.0, help="messages per second (default: as fast as possible)")
+    publish.add_argument("--source", default="news", help="source id (default news, the source of the default overlay)")
+    publish.add_argument("--seed", type=int, default=1, help="seed of the generator (default 1)")
+    publish.add_argument("--bootstrap-servers", default=None, help="Kafka (default: the running `onyx up`)")
+    publish.set_defaults(func=_cmd_publish)
+
+    subscribe = sub.add_parser("subscribe", help="register a profile and print its deliveries as they arrive",
+                               description="Register PROFILE (an XPath filter or a FLWR query) with the registration "
+                               "service and print every delivery until Ctrl-C, --count or --timeout; the profile is "
+                               "deleted at the end unless --keep.")
+    subscribe.add_argument("profile", help="the profile text, e.g. \"/nitf[head/pubdata/@edition.area='SF']\"")
+    subscribe.add_argument("--near", default=None, help="broker you are near (placement hint)")
+    subscribe.add_argument("--delivery-topic", default=None, help="deliver to this topic (default onyx.deliver.<host>)")
+    subscribe.add_argument("--count", type=int, default=0, help="stop after N deliveries")
+    subscribe.add_argument("--timeout", type=float, default=0.0, help="stop after S seconds")
+    subscribe.add_argument("--keep", action="store_true", help="keep the profile registered (prints its token)")
+    subscribe.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
+    subscribe.add_argument("--bootstrap-servers", default=None, help="Kafka (default: the running `onyx up`)")
+    subscribe.set_defaults(func=_cmd_subscribe)
 
     kafka = sub.add_parser("kafka", help="run a local single-node Kafka broker (KRaft) until Ctrl-C")
     kafka.add_argument("--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)")
@@ -126,10 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.argv = argv[1:] if argv and argv[0] == "up" else None
     try:
         return args.func(args)
-    except (SetupError, KafkaStartError, OverlayError) as exc:
+    except (SetupError, KafkaStartError, OverlayError, ApiError, FileNotFoundError) as exc:
         print(f"onyx: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

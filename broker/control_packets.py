@@ -17,7 +17,9 @@ from typing import Protocol
 
 from broker import topics
 from broker.store import ProfileRecord, SourceRecord
+from formats.dictionary import Dictionary
 from formats.header import PacketHeader
+from formats.learn import learn_dictionary
 
 OPS = ("add", "update", "delete")
 
@@ -34,10 +36,22 @@ def query_packet(op: str, profile: ProfileRecord) -> Packet:
     return profile.id.encode(), json.dumps(body).encode(), PacketHeader("query").to_kafka()
 
 
+def source_dictionary(source: SourceRecord) -> Dictionary | None:
+    """Version 1 of the source's name dictionary, from the names its schema declares
+    (``None`` without a schema); :class:`formats.FormatError` for a schema that is
+    neither a DTD nor an XML Schema document."""
+    if not source.schema:
+        return None
+    return learn_dictionary(source.id, [], schema=source.schema, train_zstd=False)
+
+
 def catalog_packet(source: SourceRecord) -> Packet:
-    """The ``catalog`` packet announcing a source to its root broker."""
+    """The ``catalog`` packet announcing a source (and its dictionary, which travels
+    with the catalog, never inside messages) to its root broker."""
+    dictionary = source_dictionary(source)
     body = {"op": "add", "source_id": source.id, "name": source.name, "root_broker": source.root_broker,
-            "schema": source.schema, "rate": source.rate, "size": source.size}
+            "schema": source.schema, "rate": source.rate, "size": source.size,
+            "dictionary": dictionary.to_json() if dictionary else None}
     return source.id.encode(), json.dumps(body).encode(), PacketHeader("catalog", source_id=source.id).to_kafka()
 
 

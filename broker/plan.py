@@ -12,11 +12,12 @@ letter with the reason. It never raises for bad input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import formats
 from broker import topics
 from broker.packets import Row, dead_letter
+from formats.dictionary import Dictionary, DictionaryStore
 from formats.errors import FormatError
 from formats.header import PacketHeader
 from routing.table import Delta, RoutingTable
@@ -39,6 +40,7 @@ class PlanSpec:
     sources: dict[str, str]                       # source id -> root broker
     profiles: dict[str, tuple[str, str]]          # profile id -> (text, delivery topic)
     tables: dict[str, dict]                       # root -> RoutingTable.contributions()
+    dictionaries: dict[str, dict] = field(default_factory=dict)  # source -> Dictionary.to_json()
     link_format: str = "stream"
     guard: bool = False                           # dead-letters messages of unknown sources
     limits: Limits = Limits()
@@ -48,7 +50,7 @@ class PlanSpec:
         return cls(state.broker, state.version, dict(state.overlay.sources),
                    {pid: (p.text, p.delivery_topic) for pid, p in state.profiles.items()},
                    {root: t.contributions() for root, t in state.tables.items()},
-                   link_format, guard, limits)
+                   dict(state.dictionaries), link_format, guard, limits)
 
 
 class Plan:
@@ -61,6 +63,7 @@ class Plan:
         for pid, (text, topic) in spec.profiles.items():
             self.engine.add(pid, text)
             self.delivery[pid] = topic
+        self.dictionaries = DictionaryStore(Dictionary.from_json(d) for d in spec.dictionaries.values())
         self.tables: dict[str, RoutingTable] = {}
         for root, links in spec.tables.items():
             table = self.tables[root] = RoutingTable(spec.broker)
@@ -92,7 +95,7 @@ class Plan:
             if len(payload) > spec.limits.max_bytes:
                 raise FormatError(f"message of {len(payload)} bytes exceeds this broker's limit of "
                                   f"{spec.limits.max_bytes} bytes")
-            msg = formats.decode(header.format, payload)
+            msg = header.decode(payload, self.dictionaries)
             if max(msg.depths, default=0) > spec.limits.max_depth:
                 raise FormatError(f"message nesting exceeds this broker's limit of {spec.limits.max_depth}")
             return self._route_and_match(msg, header, payload)
@@ -101,15 +104,27 @@ class Plan:
         except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
             return [dead_letter(f"internal error while processing: {exc!r}", topic, key, value, headers)]
 
+    def _link_format(self, source: str | None) -> tuple[str, Dictionary | None]:
+        """The format to forward in, and its dictionary: the configured link format, or
+        ``stream`` when that needs a dictionary the source has not registered."""
+        fmt = self.spec.link_format
+        if not formats.get(fmt).needs_dictionary:
+            return fmt, None
+        dictionary = self.dictionaries.latest(source) if source else None
+        return (fmt, dictionary) if dictionary is not None else ("stream", None)
+
     def _route_and_match(self, msg: formats.Message, header: PacketHeader, payload: bytes) -> list[Row]:
         spec = self.spec
         rows: list[Row] = []
         table = self.tables.get(header.root_broker)
         links = table.route(msg) if table is not None else set()
         if links:
-            blob = payload if header.format == spec.link_format else formats.encode(spec.link_format, msg)
-            out = PacketHeader("xml", format=spec.link_format, source_id=header.source_id,
-                               root_broker=header.root_broker, message_id=header.message_id).to_kafka()
+            fmt, dictionary = self._link_format(header.source_id)
+            version = dictionary.version if dictionary else None
+            same = header.format == fmt and header.dictionary_version == version
+            blob = payload if same else formats.encode(fmt, msg, dictionary=dictionary)
+            out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
+                               message_id=header.message_id, dictionary_version=version).to_kafka()
             key = header.message_id.encode()
             rows += [(topics.broker_topic(link), key, blob, out) for link in sorted(links)]
         if len(self.engine):

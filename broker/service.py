@@ -20,9 +20,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 
 from broker import topics
-from broker.control_packets import PacketSendError, Sender, announce_profile, announce_source
+from broker.control_packets import PacketSendError, Sender, announce_profile, announce_source, source_dictionary
 from broker.placement import PlacementError, PlacementRequest, choose_host
 from broker.store import DuplicateError, ProfileRecord, SourceRecord, Store
+from formats.errors import FormatError
 from routing.overlay import Overlay
 from yfilter import Engine, ProfileError
 
@@ -158,6 +159,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             load[s.root_broker] = load.get(s.root_broker, 0) + 1
         root = body.root_broker or min(overlay.brokers, key=lambda b: (load[b], b))
         record = SourceRecord(source_id, body.name, root, body.schema_text, body.rate, body.size)
+        try:
+            source_dictionary(record)
+        except FormatError as exc:
+            raise HTTPException(422, f"schema: {exc}") from None
         with store.transaction() as tx:
             tx.add_source(record)
             announce_source(sender, record)

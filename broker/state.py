@@ -15,8 +15,10 @@ Query packets come in two kinds (JSON, field ``kind``):
   on the link from ``from``. It is applied (``Collect()``) and, if it changed
   anything, forwarded to this broker's parent in that tree (``Aggregate()``).
 
-Catalog packets announce a source; a new root broker means a new tree, so the
-packet travels down it and every broker sends its profiles' routing queries up it.
+Catalog packets announce a source, with the name dictionary of its schema if it has
+one; the packet travels down the source's tree (so every broker can decode the
+dictionary-encoded formats), and a new root broker means a new tree, so every
+broker sends its profiles' routing queries up it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 
 from broker import topics
 from broker.packets import Row, dead_letter
+from formats.dictionary import Dictionary
 from formats.header import PacketHeader
 from routing.dnf import map_profile
 from routing.overlay import Overlay
@@ -53,6 +56,7 @@ class BrokerState:
     profiles: dict[str, LocalProfile] = field(default_factory=dict)
     tombstones: dict[str, int] = field(default_factory=dict)  # deleted profile -> version
     tables: dict[str, RoutingTable] = field(default_factory=dict)  # root -> table
+    dictionaries: dict[str, dict] = field(default_factory=dict)  # source -> newest Dictionary.to_json()
     version: int = 0
 
     def table(self, root: str) -> RoutingTable:
@@ -130,10 +134,17 @@ class BrokerState:
         source, root = str(body["source_id"]), str(body["root_broker"])
         if root not in self.overlay.graph:
             raise ControlError(f"source {source!r} names unknown root broker {root!r}")
-        if self.overlay.sources.get(source) == root:
+        dictionary = body.get("dictionary")
+        if dictionary is not None:
+            dictionary = Dictionary.from_json(dictionary).to_json()  # FormatError (a ValueError) if bad
+        known = self.dictionaries.get(source)
+        new_dictionary = dictionary is not None and (known is None or dictionary["version"] > known["version"])
+        if self.overlay.sources.get(source) == root and not new_dictionary:
             return []
         new_tree = root not in set(self.overlay.sources.values())
         self.overlay.sources[source] = root
+        if new_dictionary:
+            self.dictionaries[source] = dictionary
         self.version += 1
         rows: list[Row] = []
         packet = json.dumps(body).encode()
@@ -155,6 +166,7 @@ class BrokerState:
             "profiles": {pid: (p.version, p.text, p.delivery_topic) for pid, p in self.profiles.items()},
             "tombstones": dict(self.tombstones),
             "tables": {root: t.contributions() for root, t in self.tables.items()},
+            "dictionaries": dict(self.dictionaries),
         })
 
     @classmethod
@@ -164,6 +176,7 @@ class BrokerState:
         state = cls(data["broker"], overlay, version=data["version"])
         state.profiles = {pid: LocalProfile(*p) for pid, p in data["profiles"].items()}
         state.tombstones = data["tombstones"]
+        state.dictionaries = data.get("dictionaries", {})
         for root, links in data["tables"].items():
             table = state.table(root)
             for link, held in links.items():

@@ -1,17 +1,16 @@
 """The overlay for real: six Spark streaming brokers over real Kafka, profiles
 registered over HTTP, deliveries checked against a centralized engine."""
 
-import json
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections import defaultdict
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from broker import topics
+from broker import demo, topics
+from broker.clients import api
 from broker.cluster import LocalOverlay, OverlaySettings
 from broker.job import BrokerJob
 from routing.overlay import builtin
@@ -21,14 +20,6 @@ from yfilter.generators import DocGenerator, ProfileGenerator, Schema
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 N_PROFILES = 1500
-
-
-def _http(method, url, body=None, token=None):
-    headers = {"Content-Type": "application/json", **({"X-Onyx-Token": token} if token else {})}
-    req = urllib.request.Request(url, json.dumps(body).encode() if body is not None else None, headers, method=method)
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        raw = resp.read()
-        return json.loads(raw) if raw else None
 
 
 class Deliveries:
@@ -76,7 +67,7 @@ def registered(cluster):
               "/nitf//hl1", "/nitf/head/title", "/newsMessage", "/rss/channel/item"]
     profiles = {}
     for i, text in enumerate(texts):
-        body = _http("POST", f"{cluster.api_url}/profiles", {"text": text, "near": cluster.overlay.brokers[i % 6]})
+        body = api("POST", f"{cluster.api_url}/profiles", {"text": text, "near": cluster.overlay.brokers[i % 6]})
         profiles[body["profile_id"]] = (text, body["token"])
     cluster.wait_idle(timeout=300)
     return profiles
@@ -115,8 +106,8 @@ def test_every_subscriber_gets_exactly_what_the_centralized_engine_says(cluster,
 def test_update_and_delete_take_effect_for_the_next_messages(cluster, registered):
     pid_upd, (_, tok_upd) = next((p, v) for p, v in registered.items() if v[0] == "/nitf/head/title")
     pid_del, (_, tok_del) = next((p, v) for p, v in registered.items() if v[0] == "/nitf//hl1")
-    _http("PUT", f"{cluster.api_url}/profiles/{pid_upd}", {"text": "/nitf/body"}, tok_upd)
-    _http("DELETE", f"{cluster.api_url}/profiles/{pid_del}", token=tok_del)
+    api("PUT", f"{cluster.api_url}/profiles/{pid_upd}", {"text": "/nitf/body"}, tok_upd)
+    api("DELETE", f"{cluster.api_url}/profiles/{pid_del}", token=tok_del)
     cluster.wait_idle()
     deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
     docs = [b"<nitf><head><title>t</title></head><body><hl1>h</hl1></body></nitf>"]
@@ -183,3 +174,13 @@ def test_a_message_published_with_kcat_is_delivered(cluster, registered):
     assert expected["kcat-0"]
     deliveries.wait_for({"kcat-1": expected["kcat-0"]}, cluster)
     assert deliveries.got["kcat-1"] == expected["kcat-0"]
+
+
+def test_the_demo_reports_exact_deliveries_for_its_subscribers(cluster, tmp_path):
+    """`make run` on a small scale: its subscribers' deliveries equal the reference."""
+    lines = []
+    result = demo.run_on(cluster, lines.append, profiles=150, messages=15, corpus=tmp_path, progress=False)
+    assert result.ok, "\n".join(lines)
+    assert sum(map(len, result.expected.values())) > 0 and result.refused == {"malformed"}
+    assert any(line.strip().startswith("Q1 ") for line in lines)
+    assert lines[-1].strip() == "ok: every subscriber received exactly what the centralized engine says"

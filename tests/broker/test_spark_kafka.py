@@ -5,7 +5,7 @@ from collections import defaultdict
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from broker import demo, topics
+from broker import topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -57,22 +57,3 @@ def test_rows_are_written_to_the_topic_named_by_the_topic_column(kafka, spark, t
         for r in records:
             assert r.value == f'<q n="{int(r.key)}"/>'.encode()
             assert ("onyx-flow", b"xml") in r.headers
-
-
-def test_demo_delivers_every_message_once_and_dead_letters_the_malformed_one(kafka, spark, tmp_path, capsys):
-    # The corpus is optional for the demo; an empty folder keeps this test fast and self-contained.
-    empty = tmp_path / "no-corpus"
-    code = demo.run_with(spark, kafka.bootstrap_servers, generated=6, corpus=empty, timeout=120)
-    printed = capsys.readouterr().out
-    assert code == 0, printed
-    assert "published 7 messages" in printed
-    assert "onyx.dead-letter" in printed and "dead letter bad-1: malformed XML" in printed
-    assert "ok: all 7 published messages came out once" in printed
-
-
-def test_classify_routes_by_document_type():
-    assert demo.classify(b"<nitf/>") == ("onyx.deliver.nitf", "")
-    assert demo.classify(b'<newsMessage xmlns="http://iptc.org/std/nar/2006-10-01/"/>') == ("onyx.deliver.newsml", "")
-    assert demo.classify(b"<quote/>") == ("onyx.deliver.other", "")
-    topic, reason = demo.classify(b"<a><b></a>")
-    assert topic == topics.DEAD_LETTER and reason.startswith("malformed XML")

@@ -1,0 +1,160 @@
+"""``onyx publish`` and ``onyx subscribe``: a publisher and a subscriber of an overlay.
+
+A publisher is any Kafka producer writing text XML to ``onyx.src.<source>``; this one
+adds an ``onyx-message-id`` header (a fresh id per message) so that subscribers can
+de-duplicate. A subscriber registers a profile over HTTP and reads its deliveries:
+Kafka records on the profile's delivery topic keyed by its profile id.
+
+>>> [name for name, _ in messages_from([], generate=2, seed=1)]
+['gen-1-0', 'gen-1-1']
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Callable
+
+from broker import topics
+
+Say = Callable[[str], None]
+
+
+class ApiError(RuntimeError):
+    """The registration service refused a request or could not be reached."""
+
+
+def api(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict | list | None:
+    """One JSON request to the registration service; :class:`ApiError` with the
+    service's own message for a 4xx/5xx answer."""
+    headers = {"Content-Type": "application/json", **({"X-Onyx-Token": token} if token else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data, headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        try:
+            detail = json.loads(exc.read()).get("detail")
+        except ValueError:
+            detail = exc.reason
+        raise ApiError(f"{method} {url}: HTTP {exc.code}: {detail}") from None
+    except urllib.error.URLError as exc:
+        raise ApiError(f"cannot reach the registration service at {url}: {exc.reason}") from None
+    return json.loads(raw) if raw else None
+
+
+def messages_from(paths: list[Path], generate: int = 0, seed: int = 1) -> Iterator[tuple[str, bytes]]:
+    """``(name, xml)`` for every file given (folders: their ``*.xml``, sorted), then
+    ``generate`` NITF documents from the seeded generator of :mod:`yfilter.generators`."""
+    for path in paths:
+        if path.is_dir():
+            files = sorted(path.glob("*.xml"))
+        elif path.exists():
+            files = [path]
+        else:
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        for f in files:
+            yield f.name, f.read_bytes()
+    if generate:
+        from yfilter.generators import DocGenerator, Schema
+
+        gen = DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=3, seed=seed)
+        for i in range(generate):
+            yield f"gen-{seed}-{i}", gen.generate()
+
+
+def publish(bootstrap: str, topic: str, messages: list[tuple[str, bytes]], rate: float = 0.0,
+            progress: bool = True) -> list[str]:
+    """Send ``messages`` to ``topic`` (at most ``rate`` per second if given); returns the
+    message ids, in order."""
+    from kafka import KafkaProducer
+    from tqdm import tqdm
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                             max_request_size=16 * 1024 * 1024)
+    ids = []
+    start = time.monotonic()
+    try:
+        for i, (name, payload) in enumerate(tqdm(messages, desc=f"publishing to {topic}", unit="msg",
+                                                 disable=not progress)):
+            if rate > 0:
+                time.sleep(max(0.0, start + i / rate - time.monotonic()))
+            mid = uuid.uuid4().hex
+            producer.send(topic, key=name.encode(), value=payload, headers=[("onyx-message-id", mid.encode())])
+            ids.append(mid)
+        producer.flush()
+    finally:
+        producer.close()
+    return ids
+
+
+class DeliveryReader:
+    """Reads delivery topics from the offsets they had when it was created, so that
+    nothing delivered after that is missed, whichever topic it lands on."""
+
+    def __init__(self, bootstrap: str, names: list[str]) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        topics.ensure_topics(bootstrap, names)
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                      consumer_timeout_ms=500)
+        parts = [TopicPartition(t, p) for t in names for p in sorted(self.consumer.partitions_for_topic(t) or {0})]
+        self.consumer.assign(parts)
+        for tp, offset in self.consumer.end_offsets(parts).items():
+            self.consumer.seek(tp, offset)
+
+    def __iter__(self):
+        """Records that arrived since the last call (stops after half a second of quiet)."""
+        return iter(self.consumer)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | None = None,
+              delivery_topic: str | None = None, count: int = 0, timeout: float = 0.0,
+              keep: bool = False) -> int:
+    """Register ``text``, print its deliveries as they arrive; stop after ``count``
+    deliveries or ``timeout`` seconds (0: until Ctrl-C); delete the profile at the end
+    unless ``keep``. Returns the number of deliveries."""
+    if delivery_topic:
+        names = [delivery_topic]
+    else:
+        names = [topics.delivery_topic(b["broker_id"]) for b in api("GET", f"{api_url}/brokers")]
+    reader = DeliveryReader(bootstrap, names)
+    body = {"text": text, **({"near": near} if near else {}),
+            **({"delivery": {"topic": delivery_topic}} if delivery_topic else {})}
+    reg = api("POST", f"{api_url}/profiles", body)
+    pid = reg["profile_id"]
+    say(f"registered profile {pid} on broker {reg['host_broker']}; deliveries on {reg['delivery_topic']}"
+        + ("" if keep else " (deleted again when this stops)"))
+    received = 0
+    deadline = time.monotonic() + timeout if timeout else None
+    try:
+        while (not count or received < count) and (deadline is None or time.monotonic() < deadline):
+            for r in reader:
+                if r.topic != reg["delivery_topic"] or r.key != pid.encode():
+                    continue
+                received += 1
+                mid = dict(r.headers).get("onyx-message-id", b"?").decode(errors="replace")
+                preview = r.value[:160].decode(errors="replace").replace("\n", " ")
+                say(f"[{time.strftime('%H:%M:%S')}] message {mid} ({len(r.value)} bytes): {preview}")
+                if count and received >= count:
+                    break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        reader.close()
+        if keep:
+            say(f"kept profile {pid}; its token (needed to update or delete it): {reg['token']}")
+        else:
+            api("DELETE", f"{api_url}/profiles/{pid}", token=reg["token"])
+            say(f"deleted profile {pid}")
+    say(f"{received} deliveries")
+    return received

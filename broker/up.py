@@ -1,0 +1,191 @@
+"""``onyx up`` / ``onyx status`` / ``onyx down``: a whole overlay on this machine.
+
+``up`` starts a :class:`~broker.cluster.LocalOverlay` (Kafka, the registration
+service, every broker as a streaming query of one Spark application) and keeps it
+running until Ctrl-C or ``onyx down``. While it runs it keeps two files in the run
+folder: :data:`CLUSTER_FILE` (``.run/cluster.json``: where Kafka and the API are, the
+source topics, its pid), for scripts and other Kafka clients, and
+:data:`STATUS_FILE` (per broker: lag, messages in and out, profiles, routing-table
+size, refreshed every couple of seconds), which ``onyx status`` prints.
+``up --detach`` runs the same in a background process (log in :data:`LOG_FILE`) and
+returns once everything is ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from broker import config
+from broker.cluster import LocalOverlay, OverlaySettings
+from broker.errors import SetupError
+from routing.overlay import Overlay
+
+CLUSTER_FILE = config.RUN_DIR / "cluster.json"
+STATUS_FILE = config.RUN_DIR / "status.json"
+LOG_FILE = config.RUN_DIR / "onyx-up.log"
+STATUS_EVERY_S = 2.0
+
+Say = Callable[[str], None]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+def running_cluster() -> dict | None:
+    """The ``cluster.json`` of the overlay running now, or ``None`` (a file left by a
+    process that died is removed)."""
+    try:
+        info = json.loads(CLUSTER_FILE.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if not _alive(int(info.get("pid", -1))):
+        CLUSTER_FILE.unlink(missing_ok=True)
+        STATUS_FILE.unlink(missing_ok=True)
+        return None
+    return info
+
+
+def require_cluster() -> dict:
+    """``cluster.json`` of the running overlay, or :class:`SetupError` saying how to start one."""
+    info = running_cluster()
+    if info is None:
+        raise SetupError("no local overlay is running: start one with `onyx up --detach` "
+                         "(or pass --bootstrap-servers / --api)")
+    return info
+
+
+def up(overlay: Overlay, settings: OverlaySettings, say: Say) -> int:
+    """Run the overlay in this process until SIGINT/SIGTERM; 0 on a clean stop."""
+    other = running_cluster()
+    if other is not None:
+        raise SetupError(f"an overlay is already running (pid {other['pid']}, API {other['api_url']}): "
+                         "`onyx down` stops it")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    cluster = LocalOverlay(overlay, settings)
+    try:
+        cluster.start(progress=lambda msg: say(f"  {msg} ..."))
+        _write_json(STATUS_FILE, {"time": time.time(), **cluster.status()})
+        cluster.write_cluster_json(CLUSTER_FILE, pid=os.getpid(), log=str(LOG_FILE))
+        info = cluster.cluster_info()
+        say(f"Onyx overlay {overlay.name!r} is up: {len(overlay.brokers)} brokers "
+            f"({', '.join(overlay.brokers)})")
+        say(f"  kafka     {info['bootstrap_servers']}")
+        say(f"  api       {info['api_url']}  (OpenAPI at /openapi.json)")
+        for source, topic in info["sources"].items():
+            say(f"  source    {source}: publish to {topic}")
+        say(f"  details in {CLUSTER_FILE}; `onyx status` shows the brokers; Ctrl-C or `onyx down` stops")
+        while not stop.wait(STATUS_EVERY_S):
+            _write_json(STATUS_FILE, {"time": time.time(), **cluster.status()})
+    finally:
+        say("stopping the overlay ...")
+        CLUSTER_FILE.unlink(missing_ok=True)
+        STATUS_FILE.unlink(missing_ok=True)
+        cluster.stop()
+    say("stopped")
+    return 0
+
+
+def up_detached(argv: list[str], say: Say, timeout: float = 300.0) -> int:
+    """Start ``onyx up <argv>`` in the background and return once it is ready."""
+    other = running_cluster()
+    if other is not None:
+        raise SetupError(f"an overlay is already running (pid {other['pid']}, API {other['api_url']}): "
+                         "`onyx down` stops it")
+    LOG_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOG_FILE, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "up", *argv], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    say(f"starting the overlay in the background (pid {proc.pid}, log {LOG_FILE}) ...")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = running_cluster()
+        if info is not None and info.get("pid") == proc.pid:
+            say(f"ready: kafka {info['bootstrap_servers']}, api {info['api_url']}, "
+                f"source topic {info['source_topic']}; details in {CLUSTER_FILE}")
+            return 0
+        if proc.poll() is not None:
+            tail = "\n".join(LOG_FILE.read_text(errors="replace").splitlines()[-15:])
+            raise SetupError(f"the overlay exited with code {proc.returncode} while starting:\n{tail}")
+        time.sleep(0.5)
+    proc.terminate()
+    raise SetupError(f"the overlay was not ready within {timeout:.0f}s; see {LOG_FILE}")
+
+
+def down(say: Say, timeout: float = 120.0) -> int:
+    """Stop the overlay started by ``onyx up`` (SIGTERM, SIGKILL after ``timeout``)."""
+    info = running_cluster()
+    if info is None:
+        say("no local overlay is running")
+        return 0
+    pid = int(info["pid"])
+    say(f"stopping the overlay (pid {pid}) ...")
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    if _alive(pid):
+        say(f"still running after {timeout:.0f}s: killing it")
+        os.kill(pid, signal.SIGKILL)
+    CLUSTER_FILE.unlink(missing_ok=True)
+    STATUS_FILE.unlink(missing_ok=True)
+    say("stopped")
+    return 0
+
+
+def status_table(status: dict) -> str:
+    """The per-broker table ``onyx status`` prints.
+
+    >>> print(status_table({"time": 0, "brokers": [{"broker": "b1", "running": True, "lag": 0,
+    ...     "messages": 5, "forwarded": 3, "delivered": 2, "dead_letters": 0, "profiles": 1,
+    ...     "routing": {"b1": {"links": 1, "atoms": 2}}}]}).splitlines()[1])
+    b1      yes     0        5         3         2     0         1       1      2
+    """
+    head = (f"{'broker':<7} {'running':<7} {'lag':>4} {'msgs in':>8} {'forwarded':>9} "
+            f"{'delivered':>9} {'dead':>5} {'profiles':>9} {'links':>6} {'atoms':>6}")
+    lines = [head]
+    for b in status["brokers"]:
+        routing = b.get("routing", {}).values()
+        links = sum(r.get("links", 0) for r in routing)
+        atoms = sum(r.get("atoms", 0) for r in routing)
+        lag = "?" if b.get("lag") is None else b["lag"]
+        lines.append(f"{b['broker']:<7} {'yes' if b['running'] else 'NO':<7} {lag:>4} {b['messages']:>8} "
+                     f"{b['forwarded']:>9} {b['delivered']:>9} {b['dead_letters']:>5} {b['profiles']:>9} "
+                     f"{links:>6} {atoms:>6}")
+    return "\n".join(lines)
+
+
+def status(say: Say) -> int:
+    """Print the status of the running overlay."""
+    info = require_cluster()
+    try:
+        data = json.loads(STATUS_FILE.read_text())
+    except (FileNotFoundError, ValueError):
+        raise SetupError(f"the overlay (pid {info['pid']}) has not written its status yet; try again") from None
+    say(f"overlay at {info['api_url']}, kafka {info['bootstrap_servers']}, "
+        f"status of {time.strftime('%H:%M:%S', time.localtime(data['time']))}")
+    say(status_table(data))
+    return 0

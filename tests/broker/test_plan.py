@@ -1,0 +1,123 @@
+"""A broker's compiled plan on its own (no Spark): routing, delivery, formats per link,
+and every kind of bad input turned into a dead letter with its reason."""
+
+import json
+
+import pytest
+
+import formats
+from broker import topics
+from broker.control_packets import catalog_packet, source_dictionary
+from broker.packets import REASON
+from broker.plan import Limits, Plan, PlanSpec
+from broker.state import BrokerState
+from broker.store import SourceRecord
+from formats.header import PacketHeader
+from routing.dnf import map_profile
+from routing.overlay import builtin
+from routing.table import Delta, RoutingTable
+
+DTD = b"<!ELEMENT nitf (head, body)> <!ELEMENT head (title)> <!ELEMENT title (#PCDATA)> <!ELEMENT body (p*)>"
+GOOD = b"<nitf><head><title>SF</title></head><body/></nitf>"
+
+
+def _state(broker: str, schema: bytes | None = None) -> BrokerState:
+    """Broker ``broker`` of the Figure 4 overlay hosting profile p1; with ``schema``,
+    it has also received the catalog packet of source ``news`` and its dictionary."""
+    state = BrokerState(broker, builtin("figure4"))
+    if schema is not None:
+        key, value, headers = catalog_packet(SourceRecord("news", "news", "b1", schema.decode(), None, None))
+        rows = state.apply("catalog", key, value, headers, topics.broker_topic(broker))
+        children = state.overlay.tree("b1").children[broker]
+        assert sorted(r[0] for r in rows) == sorted(topics.broker_topic(c) for c in children)
+        assert state.dictionaries["news"]["version"] == 1
+    body = {"op": "add", "profile_id": "p1", "version": 1, "text": "/nitf/head/title",
+            "delivery_topic": "onyx.deliver.x"}
+    rows = state.apply("query", b"p1", json.dumps(body).encode(), [("onyx-flow", b"query")], "t")
+    assert all(r[0] != topics.DEAD_LETTER for r in rows)
+    return state
+
+
+def _delta() -> Delta:
+    """A profile below link b2 of b1 that every NITF message matches."""
+    return Delta("remote", 1, map_profile("/nitf"))
+
+
+def _plan(state: BrokerState, link_format="stream", guard=True, limits=Limits()) -> Plan:
+    return Plan(PlanSpec.of(state, link_format, guard, limits))
+
+
+def _from_source(plan, value, source="news"):
+    return plan.process(topics.source_topic(source), b"k", value, [], 0, 7)
+
+
+def _reason(rows):
+    (row,) = rows
+    assert row[0] == topics.DEAD_LETTER
+    return dict(row[3])[REASON].decode()
+
+
+def test_a_local_profile_gets_its_delivery_with_the_message_id():
+    plan = _plan(_state("b1"))
+    rows = _from_source(plan, GOOD)
+    (delivery,) = [r for r in rows if r[0] == "onyx.deliver.x"]
+    assert delivery[1] == b"p1" and delivery[2] == GOOD
+    assert dict(delivery[3])["onyx-message-id"] == b"news-0-7"
+
+
+@pytest.mark.parametrize("value, reason", [
+    (b"<nitf><head></nitf>", "malformed XML"),
+    (b'<!DOCTYPE nitf [<!ENTITY x SYSTEM "file:///etc/passwd">]><nitf>&x;</nitf>', "entit"),
+    (b'<!DOCTYPE n [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+     b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><n>&c;</n>', "entit"),
+    (b"<a>" * 70 + b"</a>" * 70, "nesting exceeds"),
+    (b"<nitf>" + b"x" * 5000 + b"</nitf>", "exceeds this broker's limit of 4096 bytes"),
+])
+def test_bad_messages_become_dead_letters_with_their_reason(value, reason):
+    plan = _plan(_state("b1"), limits=Limits(max_bytes=4096, max_depth=64))
+    assert reason in _reason(_from_source(plan, value))
+
+
+def test_unknown_source_is_a_dead_letter_at_the_guard_broker_only():
+    assert "unknown source id 'ghost'" in _reason(_from_source(_plan(_state("b1")), GOOD, "ghost"))
+    assert _from_source(_plan(_state("b2"), guard=False), GOOD, "ghost") == []
+
+
+@pytest.mark.parametrize("headers, reason", [
+    ([("onyx-flow", b"xml"), ("onyx-format", b"yaml")], "unknown format 'yaml'"),
+    ([("onyx-flow", b"xml"), ("onyx-format", b"stream-dict"), ("onyx-source", b"news"),
+      ("onyx-root-broker", b"b1"), ("onyx-message-id", b"m"), ("onyx-dictionary-version", b"9")],
+     "unknown dictionary version 9"),
+    ([("onyx-flow", b"xml"), ("onyx-format", b"stream"), ("onyx-root-broker", b"b1"),
+      ("onyx-message-id", b"m")], "payload"),
+])
+def test_bad_packets_between_brokers_become_dead_letters(headers, reason):
+    plan = _plan(_state("b2", DTD))
+    assert reason in _reason(plan.process(topics.broker_topic("b2"), b"m", b"\x93junk", headers, 0, 1))
+
+
+def test_links_carry_the_configured_format_and_the_next_broker_decodes_it():
+    b1 = _plan(_state("b1", DTD), link_format="stream-dict+zstd")
+    b1.tables.setdefault("b1", RoutingTable("b1"))
+    b1.tables["b1"].apply("b2", _delta())
+    rows = _from_source(b1, GOOD)
+    (link,) = [r for r in rows if r[0] == topics.broker_topic("b2")]
+    header = PacketHeader.from_kafka(link[3])
+    assert header.format == "stream-dict+zstd" and header.dictionary_version == 1
+    b2 = _plan(_state("b2", DTD))
+    delivered = [r for r in b2.process(topics.broker_topic("b2"), link[1], link[2], link[3], 0, 1)
+                 if r[0] == "onyx.deliver.x"]
+    assert formats.decode("text", delivered[0][2]).to_xml() == formats.decode("text", GOOD).to_xml()
+
+
+def test_without_the_sources_dictionary_links_fall_back_to_the_stream_format():
+    b1 = _plan(_state("b1"), link_format="stream-dict")
+    b1.tables.setdefault("b1", RoutingTable("b1"))
+    b1.tables["b1"].apply("b2", _delta())
+    (link,) = [r for r in _from_source(b1, GOOD) if r[0] == topics.broker_topic("b2")]
+    assert PacketHeader.from_kafka(link[3]).format == "stream"
+
+
+def test_a_schema_that_is_not_one_is_refused():
+    with pytest.raises(formats.FormatError):
+        source_dictionary(SourceRecord("s", "s", "b1", "not a schema", None, None))
