@@ -19,13 +19,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from formats.message import Message
+from yfilter import ast
 from yfilter.compiler import Registry, compile_path, path_key
 from yfilter.dfa import DEFAULT_BUDGET, DState, LazyDFA
 from yfilter.document import TableDoc, TreeDoc, parse_xml
 from yfilter.errors import MessageError
+from yfilter.flwr import Flwr, is_flwr, parse_flwr
+from yfilter.navigate import Session
 from yfilter.nfa import NFA, State, Step
 from yfilter.parser import parse
 from yfilter.runtime import Run, walk
+from yfilter.transform import Transform
 
 MessageLike = bytes | bytearray | memoryview | str | Message
 
@@ -79,20 +83,25 @@ class Engine:
         self._queries: dict[str, _Query] = {}
         self._by_id: dict[str, _Query] = {}
         self._texts: dict[str, str] = {}
+        self._transforms: dict[str, Transform] = {}  # transformation profiles (FLWR)
 
     # -- registration ---------------------------------------------------------
     def add(self, profile_id: str, text: str) -> None:
-        """Register (or replace) profile ``profile_id``. Raises ProfileError, in
+        """Register (or replace) profile ``profile_id``: a filter or a transformation
+        profile (``for ... return``, see :mod:`yfilter.flwr`). Raises ProfileError, in
         which case nothing changes (a replaced profile stays as it was)."""
         if not isinstance(profile_id, str):
             raise TypeError(f"profile id must be str, not {type(profile_id).__name__}")
-        path = parse(text, self._namespaces)
+        flwr = parse_flwr(text, self._namespaces) if is_flwr(text) else None
+        # for/where is a filtering path: shared NFA and operators, matches = bindings
+        path = flwr.filter_path() if flwr is not None else parse(text, self._namespaces)
         txn: dict = {}
         steps = compile_path(path, self._reg, txn)
         key = path_key(steps)
         old = self._by_id.get(profile_id)
         if old is not None and old.key == key:
             self._texts[profile_id] = text
+            self._set_transform(profile_id, flwr, old.steps)
             return
         q = self._queries.get(key)
         if q is None:
@@ -106,6 +115,7 @@ class Engine:
         self._changed()  # DFA states cache the ids they accept
         self._by_id[profile_id] = q
         self._texts[profile_id] = text
+        self._set_transform(profile_id, flwr, q.steps)
         if old is not None:
             self._drop(old, profile_id)
 
@@ -113,7 +123,15 @@ class Engine:
         """Unregister a profile; ``KeyError`` if it is not registered."""
         q = self._by_id.pop(profile_id)
         del self._texts[profile_id]
+        self._set_transform(profile_id, None, ())
         self._drop(q, profile_id)
+
+    def _set_transform(self, profile_id: str, flwr: Flwr | None, steps: tuple) -> None:
+        old = self._transforms.pop(profile_id, None)
+        if flwr is not None:  # compiled before the old one lets go of shared operators
+            self._transforms[profile_id] = Transform(flwr, steps, self.intern_steps)
+        if old is not None:
+            old.release(self.release_steps)
 
     def _drop(self, q: _Query, profile_id: str) -> None:
         q.ids.discard(profile_id)
@@ -152,29 +170,72 @@ class Engine:
     def ids(self) -> list[str]:
         return list(self._by_id)
 
+    # -- per-message hooks for transformations and plans (yfilter.plan) ------------
+    def start(self, message: MessageLike) -> Session:
+        """The evaluation state of one message (its document and the memo of operator
+        results), to pass as ``session`` to :meth:`evaluate`, :meth:`match`,
+        :meth:`run` and to :func:`yfilter.navigate.select` over steps from
+        :meth:`intern_steps`: an operator evaluated once on the message is not
+        evaluated again, whoever needs it next. Raises :class:`MessageError`."""
+        return Session(Run(_document(message), self._rel_dfa))
+
+    def intern_steps(self, steps: tuple[ast.Step, ...]) -> tuple[Step, ...]:
+        """Compile location steps into this engine's operator network (sharing the
+        guards of every profile with the same steps) and keep them live until
+        :meth:`release_steps`. They are not added to the automaton: they are for
+        navigation (:mod:`yfilter.navigate`), e.g. the paths of a return clause."""
+        compiled = compile_path(ast.Path(tuple(steps)), self._reg, {})
+        rels = len(self._reg.rels)
+        for _, _, g in compiled:
+            if g is not None:
+                self._reg.ref_guard(g)
+        if len(self._reg.rels) != rels:
+            self._changed()  # new nested paths in the relative automata
+        return compiled
+
+    def release_steps(self, steps: tuple[Step, ...]) -> None:
+        """Give back steps from :meth:`intern_steps`."""
+        rels = len(self._reg.rels)
+        for _, _, g in steps:
+            if g is not None:
+                self._reg.unref_guard(g)
+        if len(self._reg.rels) != rels:
+            self._changed()
+
     # -- matching -------------------------------------------------------------
-    def evaluate(self, message: MessageLike) -> Matches:
-        """Match without building the id set yet (see :class:`Matches`)."""
-        return Matches(walk(self._dfa, Run(_document(message), self._rel_dfa)), self._dfa)
+    def evaluate(self, message: MessageLike, session: Session | None = None) -> Matches:
+        """Match without building the id set yet (see :class:`Matches`); ``session``
+        (from :meth:`start` on the same message) shares its operator memo."""
+        run = session.run if session is not None else Run(_document(message), self._rel_dfa)
+        return Matches(walk(self._dfa, run), self._dfa)
 
-    def match(self, message: MessageLike) -> frozenset[str]:
+    def match(self, message: MessageLike, session: Session | None = None) -> frozenset[str]:
         """Ids of all profiles matching ``message`` (XML text or a decoded
-        :class:`formats.Message`), each once. Raises :class:`MessageError`."""
-        return self.evaluate(message).ids()
+        :class:`formats.Message`), each once: filters, and transformation profiles
+        whose for/where has a binding. Raises :class:`MessageError`."""
+        return self.evaluate(message, session).ids()
 
-    def run(self, message: MessageLike) -> dict[str, list[bytes]]:
-        """Results per matching profile id. A filter's result is the message itself
-        (as XML text); transformation profiles (issue 4) will return what they build."""
-        matched = self.match(message)
+    def run(self, message: MessageLike, session: Session | None = None
+            ) -> dict[str, list[bytes]]:
+        """Results per matching profile id: for a filter, the message itself (as XML
+        text); for a transformation profile, one document per binding of its for
+        variable that satisfies where, in document order."""
+        if session is None and self._transforms:
+            session = self.start(message)
+        matched = self.match(message, session)
         if not matched:
             return {}
-        if isinstance(message, Message):
-            xml = message.to_xml()
-        elif isinstance(message, str):
-            xml = message.encode("utf-8")
-        else:
-            xml = bytes(message)
-        return {pid: [xml] for pid in matched}
+        out: dict[str, list[bytes]] = {}
+        xml = None
+        for pid in matched:
+            t = self._transforms.get(pid)
+            if t is not None:
+                out[pid] = t.results(session)
+                continue
+            if xml is None:
+                xml = _xml(message)
+            out[pid] = [xml]
+        return out
 
     def stats(self) -> dict[str, int]:
         """Sizes: profiles, distinct profiles, NFA states, guards, nested paths, and
@@ -193,6 +254,14 @@ class Engine:
             "rel_dfa_units": sum(d.units for d in self._rel_dfas.values()),
             "rel_dfa_flushes": sum(d.flushes for d in self._rel_dfas.values()),
         }
+
+
+def _xml(message: MessageLike) -> bytes:
+    if isinstance(message, Message):
+        return message.to_xml()
+    if isinstance(message, str):
+        return message.encode("utf-8")
+    return bytes(message)
 
 
 def _document(message: MessageLike) -> TableDoc | TreeDoc:

@@ -121,8 +121,8 @@ class _Parser:
                 raise ProfileError(f"expected '/' or '//' after $msg, found {self.tok.describe()}",
                                    self.tok.col)
         elif t.kind == "name" and t.text == "for" and self.peek().kind == "var":
-            raise ProfileError("transformation profiles (for ... return) are not supported yet",
-                               t.col)
+            raise ProfileError("a transformation profile (for ... return) is not a path: "
+                               "parse it with yfilter.flwr.parse_flwr", t.col)
         elif t.kind == "eof":
             raise ProfileError("empty profile", t.col)
         elif not (self.at("/") or self.at("//")):

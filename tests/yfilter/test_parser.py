@@ -54,7 +54,8 @@ def test_accepts(text, canonical):
     ("/a#", "unexpected character '#' at column 3"),
     ("", "empty profile at column 1"),
     ("for $n in $msg/nitf return <x/>",
-     "transformation profiles (for ... return) are not supported yet at column 1"),
+     "a transformation profile (for ... return) is not a path: parse it with "
+     "yfilter.flwr.parse_flwr at column 1"),
 ])
 def test_refuses_with_position_and_construct(text, message):
     with pytest.raises(ProfileError) as info:
