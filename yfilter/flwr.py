@@ -34,7 +34,7 @@ matched by the shared automaton like any filter, and its matches *are* the bindi
 >>> parse_flwr("for $n in $msg/nitf return <r>{$m/body}</r>")
 Traceback (most recent call last):
 ...
-yfilter.errors.ProfileError: unknown variable '$m' (the for clause binds $n) at column 33
+yfilter.errors.ProfileError: unknown variable '$m' (the for clause binds $n) at column 32
 
 Constructor names are unprefixed (no namespace declarations in constructors); an XQuery
 comment, ``let``, ``order by`` and other clauses are refused with their position.
