@@ -94,9 +94,9 @@ def publish(bootstrap: str, topic: str, messages: list[tuple[str, bytes]], rate:
     return ids
 
 
-class DeliveryReader:
-    """Reads delivery topics from the offsets they had when it was created, so that
-    nothing delivered after that is missed, whichever topic it lands on."""
+class TopicTail:
+    """Reads topics from the offsets they had when it was created, so that nothing
+    written after that is missed (deliveries, whichever topic they land on)."""
 
     def __init__(self, bootstrap: str, names: list[str]) -> None:
         from kafka import KafkaConsumer, TopicPartition
@@ -127,7 +127,7 @@ def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | 
         names = [delivery_topic]
     else:
         names = [topics.delivery_topic(b["broker_id"]) for b in api("GET", f"{api_url}/brokers")]
-    reader = DeliveryReader(bootstrap, names)
+    reader = TopicTail(bootstrap, names)
     body = {"text": text, **({"near": near} if near else {}),
             **({"delivery": {"topic": delivery_topic}} if delivery_topic else {})}
     reg = api("POST", f"{api_url}/profiles", body)

@@ -34,6 +34,7 @@ class OverlaySettings:
     link_format: str = "stream"
     limits: Limits = field(default_factory=Limits)
     fresh: bool = True  # start from empty checkpoints and database
+    flood: bool = False  # brokers forward every message down every link (benchmark baseline)
 
 
 class LocalOverlay:
@@ -86,7 +87,8 @@ class LocalOverlay:
             progress(f"starting broker {b}")
             job = BrokerJob(self.spark, BrokerSettings(
                 b, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir / "brokers" / b,
-                self.settings.link_format, self.settings.trigger, self.settings.limits))
+                self.settings.link_format, self.settings.trigger, self.settings.limits,
+                flood=self.settings.flood))
             job.start()
             self.jobs[b] = job
         return self

@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from broker import config, topics
-from broker.clients import DeliveryReader, api, messages_from, publish
+from broker.clients import TopicTail, api, messages_from, publish
 from broker.cluster import LocalOverlay, OverlaySettings
 from routing.overlay import builtin
 from yfilter import Engine, MessageError
@@ -104,7 +104,7 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
     docs = list(messages_from([corpus] if corpus.is_dir() else [], generate=messages, seed=seed))
     docs.append(("malformed", MALFORMED))
     names = [topics.delivery_topic(b) for b in brokers] + [topics.DEAD_LETTER]
-    reader = DeliveryReader(cluster.bootstrap_servers, names)
+    reader = TopicTail(cluster.bootstrap_servers, names)
     forwarded_before = sum(j.status()["forwarded"] for j in cluster.jobs.values())
     source = sorted(cluster.overlay.sources)[0]
     n_corpus = len(docs) - messages - 1

@@ -50,6 +50,7 @@ class BrokerSettings:
     trigger: str = "250 milliseconds"
     limits: Limits = field(default_factory=Limits)
     max_offsets_per_trigger: int = 5000
+    flood: bool = False  # every message down every link: the baseline for benchmarks
 
 
 COUNTERS = ("messages", "forwarded", "delivered", "dead_letters")
@@ -176,7 +177,8 @@ class BrokerJob:
     def _ship_plan(self) -> None:
         if self._spec_version == self.state.version and self._spec_bc is not None:
             return
-        spec = PlanSpec.of(self.state, self.settings.link_format, self.guard, self.settings.limits)
+        spec = PlanSpec.of(self.state, self.settings.link_format, self.guard, self.settings.limits,
+                           self.settings.flood)
         old, self._spec_bc = self._spec_bc, self.spark.sparkContext.broadcast(pickle.dumps(spec))
         self._spec_version = self.state.version
         if old is not None:

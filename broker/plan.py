@@ -44,13 +44,18 @@ class PlanSpec:
     link_format: str = "stream"
     guard: bool = False                           # dead-letters messages of unknown sources
     limits: Limits = Limits()
+    flood: dict[str, tuple[str, ...]] | None = None  # root -> children, when flooding instead of routing
 
     @classmethod
-    def of(cls, state, link_format: str, guard: bool, limits: Limits) -> "PlanSpec":
+    def of(cls, state, link_format: str, guard: bool, limits: Limits, flood: bool = False) -> "PlanSpec":
+        """The spec of a broker's control state; ``flood`` sends every message down every
+        link of its tree (the baseline content-based routing is measured against)."""
+        children = ({root: tuple(state.overlay.tree(root).children[state.broker])
+                     for root in set(state.overlay.sources.values())} if flood else None)
         return cls(state.broker, state.version, dict(state.overlay.sources),
                    {pid: (p.text, p.delivery_topic) for pid, p in state.profiles.items()},
                    {root: t.contributions() for root, t in state.tables.items()},
-                   dict(state.dictionaries), link_format, guard, limits)
+                   dict(state.dictionaries), link_format, guard, limits, children)
 
 
 class Plan:
@@ -116,8 +121,11 @@ class Plan:
     def _route_and_match(self, msg: formats.Message, header: PacketHeader, payload: bytes) -> list[Row]:
         spec = self.spec
         rows: list[Row] = []
-        table = self.tables.get(header.root_broker)
-        links = table.route(msg) if table is not None else set()
+        if spec.flood is not None:
+            links = set(spec.flood.get(header.root_broker, ()))
+        else:
+            table = self.tables.get(header.root_broker)
+            links = table.route(msg) if table is not None else set()
         if links:
             fmt, dictionary = self._link_format(header.source_id)
             version = dictionary.version if dictionary else None

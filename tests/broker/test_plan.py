@@ -121,3 +121,12 @@ def test_without_the_sources_dictionary_links_fall_back_to_the_stream_format():
 def test_a_schema_that_is_not_one_is_refused():
     with pytest.raises(formats.FormatError):
         source_dictionary(SourceRecord("s", "s", "b1", "not a schema", None, None))
+
+
+def test_flooding_sends_every_message_down_every_link_of_the_tree():
+    state = _state("b1")
+    routed = _plan(state)
+    flooded = Plan(PlanSpec.of(state, "stream", True, Limits(), flood=True))
+    assert not [r for r in _from_source(routed, GOOD) if r[0].startswith(topics.BROKER_PREFIX)]
+    links = sorted(r[0] for r in _from_source(flooded, GOOD) if r[0].startswith(topics.BROKER_PREFIX))
+    assert links == [topics.broker_topic("b2"), topics.broker_topic("b3")]

@@ -1,0 +1,318 @@
+"""Benchmark of the overlay running for real: the six brokers of ONYX Figure 4 as Spark
+Structured Streaming queries over a real Kafka broker, on this machine.
+
+    python -m bench.overlay            # 1k and 100k profiles (about an hour on 2 cores)
+    python -m bench.overlay --quick    # 1k profiles, fewer messages (a few minutes)
+
+In one run, on one Kafka broker:
+
+* **raw Kafka pass-through** (the ceiling): a producer writes the same messages to a
+  topic and a consumer reads them back — messages/s, and latency from send to receipt;
+* for each profile count, **content-based routing** and **flooding** (every broker
+  forwards every message down every link of its tree, the baseline): a fresh overlay
+  of six brokers, profiles loaded, then
+  - sustained throughput: a burst of messages published at full speed, timed from the
+    first send until every broker has drained its input (messages/s);
+  - end-to-end latency: messages published at a steady rate well below that
+    throughput; per message, from its send to the first delivery of it on any delivery
+    topic (p50/p99);
+  - messages forwarded on links, and deliveries.
+
+Profiles are generated NITF filters (one or two value predicates) spread round-robin
+over the brokers. For speed the benchmark writes the profiles' query packets straight
+to the host brokers' inbound topics — the same packets the registration service sends
+— instead of 100,000 HTTP requests; the service is measured by the end-to-end tests.
+Messages are generated NITF documents. Spark's real-time mode is tried too (see
+``--real-time``): Spark 4.1 refuses Python code in it, which is reported.
+
+Prints a table, writes ``bench/results/overlay.json`` and a PNG plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+from broker import topics
+from broker.cluster import LocalOverlay, OverlaySettings
+from broker.control_packets import query_packet
+from broker.devcluster import KafkaDevCluster
+from broker.store import ProfileRecord
+from routing.overlay import builtin
+from yfilter.generators import DocGenerator, ProfileGenerator, Schema
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _messages(n: int, seed: int) -> list[bytes]:
+    gen = DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=3, seed=seed)
+    return [gen.generate() for _ in range(n)]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def raw_kafka(bootstrap: str, docs: list[bytes], rate: float) -> dict:
+    """Producer -> topic -> consumer, nothing in between: throughput and latency."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = f"bench.raw.{time.time_ns()}"
+    topics.ensure_topics(bootstrap, [topic])
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="latest",
+                             consumer_timeout_ms=200)
+    consumer.poll(1000)  # join and take the partition before anything is sent
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                             max_request_size=16 * 1024 * 1024)
+    sent: dict[bytes, float] = {}
+
+    def send_all(pace: float) -> None:
+        start = time.monotonic()
+        for i, d in enumerate(docs):
+            if pace:
+                time.sleep(max(0.0, start + i / pace - time.monotonic()))
+            key = f"{pace}-{i}".encode()
+            sent[key] = time.monotonic()
+            producer.send(topic, key=key, value=d)
+        producer.flush()
+
+    out = {}
+    for pace, name in ((0.0, "burst"), (rate, "steady")):
+        got: dict[bytes, float] = {}
+        t0 = time.monotonic()
+        sender = threading.Thread(target=send_all, args=(pace,))
+        sender.start()
+        deadline = time.monotonic() + 300
+        while len(got) < len(docs) and time.monotonic() < deadline:
+            for r in consumer:
+                got.setdefault(r.key, time.monotonic())
+        sender.join()
+        if name == "burst":
+            out["throughput_msg_s"] = len(got) / (max(got.values()) - t0)
+        else:
+            lat = [got[k] - sent[k] for k in got if k in sent]
+            out["latency_p50_s"], out["latency_p99_s"] = _pct(lat, 0.5), _pct(lat, 0.99)
+    producer.close()
+    consumer.close()
+    return out
+
+
+def load_profiles(cluster: LocalOverlay, n: int, seed: int) -> float:
+    """Write ``n`` profiles' query packets to their hosts; seconds until every routing
+    table has converged."""
+    from kafka import KafkaProducer
+
+    texts = ProfileGenerator(Schema.nitf(), n_preds=(1, 2), p_star=0.1, p_desc=0.2, seed=seed).batch(n)
+    brokers = cluster.overlay.brokers
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=20)
+    t0 = time.monotonic()
+    for i, text in enumerate(texts):
+        host = brokers[i % len(brokers)]
+        key, value, headers = query_packet("add", ProfileRecord(f"p{i}", text, host, topics.delivery_topic(host), 1))
+        producer.send(topics.broker_topic(host), key=key, value=value, headers=headers)
+    producer.flush()
+    producer.close()
+    cluster.wait_idle(timeout=7200, settle=2.0)
+    return time.monotonic() - t0
+
+
+class DeliveryClock:
+    """Per message id, when its first delivery was seen (a consumer thread)."""
+
+    def __init__(self, bootstrap: str, brokers: list[str]) -> None:
+        from broker.clients import TopicTail
+
+        self.reader = TopicTail(bootstrap, [topics.delivery_topic(b) for b in brokers])
+        self.first: dict[str, float] = {}
+        self.deliveries = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for r in self.reader:
+                self.deliveries += 1
+                mid = dict(r.headers).get("onyx-message-id", b"").decode()
+                self.first.setdefault(mid, time.monotonic())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(5)
+        self.reader.close()
+
+
+def _publish(bootstrap: str, docs: list[bytes], rate: float, prefix: str) -> dict[str, float]:
+    """Send ``docs`` to the source topic (at ``rate``/s, 0 = full speed); send times by id."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                             max_request_size=16 * 1024 * 1024)
+    sent = {}
+    start = time.monotonic()
+    for i, d in enumerate(docs):
+        if rate:
+            time.sleep(max(0.0, start + i / rate - time.monotonic()))
+        mid = f"{prefix}-{i}"
+        sent[mid] = time.monotonic()
+        producer.send(topics.source_topic("news"), key=mid.encode(), value=d,
+                      headers=[("onyx-message-id", mid.encode())])
+    producer.flush()
+    producer.close()
+    return sent
+
+
+def overlay_run(kafka: KafkaDevCluster, spark, profiles: int, flood: bool, burst: list[bytes],
+                steady: list[bytes], rate: float, seed: int) -> dict:
+    """One fresh overlay: load profiles, then throughput and latency."""
+    mode = "flooding" if flood else "routing"
+    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(
+        name=f"bench-{mode}-{profiles}", bootstrap_servers=kafka.bootstrap_servers, flood=flood), spark=spark)
+    cluster.start()
+    try:
+        converge_s = load_profiles(cluster, profiles, seed)
+        clock = DeliveryClock(kafka.bootstrap_servers, cluster.overlay.brokers)
+        before = sum(j.status()["forwarded"] for j in cluster.jobs.values())
+        t0 = time.monotonic()
+        _publish(kafka.bootstrap_servers, burst, 0.0, f"{mode}-{profiles}-burst")
+        drained = cluster.wait_idle(timeout=7200, settle=2.0)
+        throughput = len(burst) / max(1e-9, (t0 + drained - 2.0) - t0)
+        forwarded = sum(j.status()["forwarded"] for j in cluster.jobs.values()) - before
+        sent = _publish(kafka.bootstrap_servers, steady, rate, f"{mode}-{profiles}-steady")
+        cluster.wait_idle(timeout=7200, settle=2.0)
+        time.sleep(1.0)
+        clock.stop()
+        lat = [clock.first[m] - t for m, t in sent.items() if m in clock.first]
+        return {"mode": mode, "profiles": profiles, "converge_s": converge_s,
+                "burst_messages": len(burst), "throughput_msg_s": throughput,
+                "forwarded_per_message": forwarded / len(burst), "steady_rate": rate,
+                "steady_messages": len(steady), "delivered_messages": len(lat),
+                "latency_p50_s": _pct(lat, 0.5), "latency_p99_s": _pct(lat, 0.99),
+                "latency_median_s": statistics.median(lat) if lat else None}
+    finally:
+        cluster.stop()
+
+
+def real_time_mode(kafka: KafkaDevCluster, spark) -> dict:
+    """Try Spark's real-time trigger on the simplest broker-shaped query (Kafka source ->
+    a Python function per record -> Kafka sink) and report what Spark says."""
+    from pyspark.sql import functions as F
+
+    topic = f"bench.rtm.{time.time_ns()}"
+    topics.ensure_topics(kafka.bootstrap_servers, [topic, topic + ".out"])
+    upper = F.udf(lambda v: v.upper() if v else v, "binary")
+    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+          .option("subscribe", topic).load().select(upper("value").alias("value")))
+    writer = (df.writeStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("topic", topic + ".out").option("checkpointLocation", f"/tmp/rtm-{time.time_ns()}")
+              .outputMode("update"))
+    jvm = spark.sparkContext._jvm
+    trigger = jvm.org.apache.spark.sql.execution.streaming.RealTimeTrigger.apply("5 seconds")
+    try:
+        query = writer._jwrite.trigger(trigger).start()
+        time.sleep(5)
+        error = query.exception()
+        query.stop()
+        return {"started": error is None, "error": None if error is None else str(error.toString())[:500]}
+    except Exception as exc:  # py4j carries Spark's refusal; it is the result we report
+        return {"started": False, "error": str(exc).splitlines()[0][:500]}
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = result["overlay"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{r['mode']}\n{r['profiles']:,}" for r in runs] + ["raw Kafka"]
+    a.bar(labels, [r["throughput_msg_s"] for r in runs] + [result["raw_kafka"]["throughput_msg_s"]],
+          color=["tab:blue" if r["mode"] == "routing" else "tab:orange" for r in runs] + ["tab:gray"])
+    a.set_yscale("log")
+    a.set_ylabel("messages/s (burst)")
+    a.set_title("sustained throughput, six-broker overlay")
+    x = range(len(runs) + 1)
+    p50 = [r["latency_p50_s"] or 0 for r in runs] + [result["raw_kafka"]["latency_p50_s"]]
+    p99 = [r["latency_p99_s"] or 0 for r in runs] + [result["raw_kafka"]["latency_p99_s"]]
+    b.bar([i - 0.2 for i in x], p50, 0.4, label="p50")
+    b.bar([i + 0.2 for i in x], p99, 0.4, label="p99")
+    b.set_xticks(list(x), labels)
+    b.set_yscale("log")
+    b.set_ylabel("seconds, publish to first delivery")
+    b.set_title("end-to-end latency (micro-batch)")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.overlay", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1k profiles, 100-message burst, 60 steady messages")
+    ap.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
+                    help="comma-separated profile counts (default 1000,100000)")
+    ap.add_argument("--burst", type=int, help="messages in the throughput burst (default 1000)")
+    ap.add_argument("--steady", type=int, help="messages in the latency run (default 200)")
+    ap.add_argument("--rate", type=float, default=5.0, help="messages/s of the latency run (default 5)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=RESULTS / "overlay.json")
+    ap.add_argument("--plot", type=Path, default=RESULTS / "overlay.png")
+    args = ap.parse_args(argv)
+    sizes = args.profiles or ([1000] if args.quick else [1000, 100_000])
+    n_burst = args.burst or (100 if args.quick else 1000)
+    n_steady = args.steady or (60 if args.quick else 200)
+    burst, steady = _messages(n_burst, args.seed), _messages(n_steady, args.seed + 1)
+
+    from broker.spark_session import build_session
+
+    print(f"overlay benchmark: profiles {sizes}, burst {n_burst} messages, latency at {args.rate}/s "
+          f"over {n_steady} messages", flush=True)
+    with KafkaDevCluster(name="bench-overlay") as kafka:
+        print("  raw Kafka pass-through ...", end="", flush=True)
+        raw = raw_kafka(kafka.bootstrap_servers, burst, args.rate)
+        print(f" {raw['throughput_msg_s']:,.0f} msg/s, p50 {raw['latency_p50_s'] * 1e3:.1f} ms", flush=True)
+        spark = build_session("onyx-bench-overlay")
+        try:
+            rtm = real_time_mode(kafka, spark)
+            print(f"  real-time mode: {'started' if rtm['started'] else 'refused: ' + str(rtm['error'])}", flush=True)
+            runs = []
+            for n in sizes:
+                for flood in (False, True):
+                    print(f"  {'flooding' if flood else 'routing':8} {n:>7,} profiles ...", end="", flush=True)
+                    r = overlay_run(kafka, spark, n, flood, burst, steady, args.rate, args.seed)
+                    runs.append(r)
+                    print(f" {r['throughput_msg_s']:,.1f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.2f} s, "
+                          f"p99 {r['latency_p99_s'] or float('nan'):.2f} s, "
+                          f"{r['forwarded_per_message']:.2f} link sends/msg (loaded in {r['converge_s']:.0f} s)",
+                          flush=True)
+        finally:
+            spark.stop()
+    print(f"\n{'run':<20} {'msg/s':>10} {'p50 s':>8} {'p99 s':>8} {'links/msg':>10} {'load s':>8}")
+    print(f"{'raw Kafka':<20} {raw['throughput_msg_s']:>10,.0f} {raw['latency_p50_s']:>8.3f} "
+          f"{raw['latency_p99_s']:>8.3f} {'':>10} {'':>8}")
+    for r in runs:
+        print(f"{r['mode'] + ' ' + format(r['profiles'], ','):<20} {r['throughput_msg_s']:>10,.1f} "
+              f"{r['latency_p50_s'] or float('nan'):>8.3f} {r['latency_p99_s'] or float('nan'):>8.3f} "
+              f"{r['forwarded_per_message']:>10.2f} {r['converge_s']:>8.0f}")
+    result = {"argv": sys.argv[1:] if argv is None else argv,
+              "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+              "raw_kafka": raw, "real_time_mode": rtm, "overlay": runs}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    plot(result, args.plot)
+    print(f"\nwrote {args.out} and {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
