@@ -11,6 +11,7 @@ from pathlib import Path
 from broker import config
 from broker.clients import ApiError
 from broker.errors import KafkaStartError, SetupError
+from broker.placement import STRATEGIES
 from routing.overlay import OverlayError
 
 
@@ -27,7 +28,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _overlay_settings(args: argparse.Namespace):
     from broker.cluster import OverlaySettings
 
-    return OverlaySettings(name="up", api_port=args.port, trigger=args.trigger, link_format=args.link_format)
+    return OverlaySettings(name="up", api_port=args.port, trigger=args.trigger, link_format=args.link_format,
+                           placement=args.placement)
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -170,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="micro-batch interval of the brokers (default '250 milliseconds')")
     up.add_argument("--link-format", default="stream",
                     help="wire format between brokers (default stream; see `formats.available()`)")
+    up.add_argument("--placement", default=config.PLACEMENT, choices=sorted(STRATEGIES),
+                    help=f"host broker choice of the registration service (default {config.PLACEMENT})")
     up.add_argument("--timeout", type=float, default=300.0, help="with --detach: seconds to wait for readiness")
     up.set_defaults(func=_cmd_up)
 
@@ -219,8 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"SQLAlchemy URL of the database (default {config.DATABASE_URL})")
     serve.add_argument("--host", default=config.API_HOST, help=f"bind address (default {config.API_HOST})")
     serve.add_argument("--port", type=int, default=config.API_PORT, help=f"port (default {config.API_PORT})")
-    serve.add_argument("--placement", default=config.PLACEMENT,
-                       help=f"host broker choice: round-robin or nearest (default {config.PLACEMENT})")
+    serve.add_argument("--placement", default=config.PLACEMENT, choices=sorted(STRATEGIES),
+                       help=f"host broker choice (default {config.PLACEMENT})")
     serve.set_defaults(func=_cmd_serve)
 
     deploy = sub.add_parser("deploy", help="Kubernetes deployment: render the Helm chart for an overlay")

@@ -35,6 +35,7 @@ class OverlaySettings:
     limits: Limits = field(default_factory=Limits)
     fresh: bool = True  # start from empty checkpoints and database
     flood: bool = False  # brokers forward every message down every link (benchmark baseline)
+    placement: str = config.PLACEMENT  # host choice of the registration service
 
 
 class LocalOverlay:
@@ -77,7 +78,7 @@ class LocalOverlay:
         progress("starting the registration service")
         self.service = BackgroundServer(ServiceSettings(
             self.bootstrap_servers, copy.deepcopy(self.overlay), f"sqlite:///{self.dir / 'onyx.db'}",
-            "127.0.0.1", self.settings.api_port or free_port())).start()
+            "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement)).start()
         if self.spark is None:
             progress("starting Spark")
             from broker.spark_session import build_session

@@ -48,6 +48,10 @@ API_HOST = os.environ.get("ONYX_API_HOST", "127.0.0.1")
 API_PORT = int(os.environ.get("ONYX_API_PORT", "8080"))
 """Port of the registration service (ONYX_API_PORT)."""
 
+ADMIN_TOKEN = os.environ.get("ONYX_ADMIN_TOKEN") or None
+"""Token for the registration service's operator endpoints (``POST /rebalance``), sent as
+``X-Onyx-Admin-Token`` (ONYX_ADMIN_TOKEN); unset, those endpoints are disabled."""
+
 PLACEMENT = os.environ.get("ONYX_PLACEMENT", "nearest")
 """How a profile's host broker is chosen (ONYX_PLACEMENT): ``nearest`` (the subscriber's hint, else
 round robin), ``round-robin``, or ``pep`` (PEP partitioning by exclusiveness patterns)."""

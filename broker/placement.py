@@ -8,24 +8,27 @@ else it falls back to ``round-robin``. ``pep`` hosts a profile with the profiles
 excludes least: PEP partitioning (:class:`partitioning.PepHosts`, ONYX section 4.4)
 puts it in the partition of one of its exclusiveness-pattern values and returns that
 partition's broker (partitions placed by broker ``capacity`` and distance to the
-sources' roots); it learns the patterns from the profiles this process has placed.
+sources' roots). A PEP strategy is stateful: the registration service restores it
+from its store at start, tells it about deletions, and asks it to ``rebalance`` when
+the population has drifted (the moves it returns are applied by the service).
 
 >>> from routing.overlay import builtin
->>> choose_host("round-robin", PlacementRequest(builtin(), counts={"b1": 2, "b2": 1}))
+>>> overlay = builtin()
+>>> make_strategy("round-robin", overlay).choose(PlacementRequest(overlay, counts={"b1": 2, "b2": 1}))
 'b3'
->>> choose_host("nearest", PlacementRequest(builtin(), near="b5"))
+>>> make_strategy("nearest", overlay).choose(PlacementRequest(overlay, near="b5"))
 'b5'
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable
-from weakref import WeakKeyDictionary
 
 from broker import config
 from partitioning import PepHosts
+from partitioning.placement import Move
 from routing.overlay import Overlay
 
 
@@ -43,9 +46,24 @@ class PlacementRequest:
     near: str | None = None
     location: tuple[float, float] | None = None
     text: str | None = None
+    profile_id: str | None = None
 
 
-Strategy = Callable[[PlacementRequest], str]
+class Strategy:
+    """A host-choice strategy. Stateless ones only implement :meth:`choose`."""
+
+    def choose(self, req: PlacementRequest) -> str:
+        raise NotImplementedError
+
+    def restore(self, profiles: Iterable[tuple[str, str, str]]) -> None:
+        """Learn the registered ``(profile id, text, host)`` population (at start)."""
+
+    def forget(self, profile_id: str) -> None:
+        """A profile was deleted."""
+
+    def rebalance(self) -> list[Move]:
+        """Profile moves that would restore a good placement (none by default)."""
+        return []
 
 
 def round_robin(req: PlacementRequest) -> str:
@@ -65,38 +83,61 @@ def nearest(req: PlacementRequest) -> str:
     return round_robin(req)
 
 
-_PEP: WeakKeyDictionary[Overlay, PepHosts] = WeakKeyDictionary()
+class Stateless(Strategy):
+    """A strategy that is a plain function of the request."""
+
+    def __init__(self, choose: Callable[[PlacementRequest], str]) -> None:
+        self._choose = choose
+
+    def choose(self, req: PlacementRequest) -> str:
+        return self._choose(req)
 
 
-def pep(req: PlacementRequest) -> str:
-    """PEP host choice, with one :class:`partitioning.PepHosts` per overlay object
-    (rebuilt, same population, when its brokers change). It sees registrations only:
-    deleted profiles stay in its statistics, and a restarted service starts empty."""
-    if req.text is None:
-        return round_robin(req)
-    hosts = _PEP.get(req.overlay)
-    if hosts is None or hosts.brokers != req.overlay.brokers:
-        fresh = PepHosts.from_graph(req.overlay.graph, req.overlay.sources.values(),
-                                    partitions_per_broker=config.PEP_PARTITIONS_PER_BROKER,
-                                    tolerance=config.PEP_TOLERANCE)
-        for pid, eqs in (hosts.partitioner.profiles.items() if hosts else ()):
-            fresh.place_equalities(pid, eqs)  # the overlay changed: same population, new brokers
-        hosts = _PEP[req.overlay] = fresh
-    # The request carries no profile id yet; a sequence number names it in PEP's population.
-    return hosts.place(f"registration-{len(hosts.hosts)}", req.text)
+class Pep(Strategy):
+    """PEP host choice over one overlay (see module docstring)."""
+
+    def __init__(self, overlay: Overlay) -> None:
+        self.hosts = PepHosts.from_graph(overlay.graph, overlay.sources.values(),
+                                         partitions_per_broker=config.PEP_PARTITIONS_PER_BROKER,
+                                         tolerance=config.PEP_TOLERANCE)
+        self._anonymous = 0
+
+    def choose(self, req: PlacementRequest) -> str:
+        if req.text is None:
+            return round_robin(req)
+        pid = req.profile_id
+        if pid is None:  # a caller that only wants an answer: name it within PEP's population
+            self._anonymous += 1
+            pid = f"anonymous-{self._anonymous}"
+        return self.hosts.place(pid, req.text)
+
+    def restore(self, profiles: Iterable[tuple[str, str, str]]) -> None:
+        self.hosts.restore(profiles)
+
+    def forget(self, profile_id: str) -> None:
+        self.hosts.remove(profile_id)
+
+    def rebalance(self) -> list[Move]:
+        return self.hosts.rebalance()
 
 
-STRATEGIES: dict[str, Strategy] = {"round-robin": round_robin, "nearest": nearest, "pep": pep}
+STRATEGIES: dict[str, Callable[[Overlay], Strategy]] = {
+    "round-robin": lambda overlay: Stateless(round_robin),
+    "nearest": lambda overlay: Stateless(nearest),
+    "pep": Pep,
+}
+"""Strategy factories by name; each service (overlay) gets its own instance."""
 
 
-def register_strategy(name: str, strategy: Strategy) -> None:
-    """Make another strategy (e.g. PEP) selectable by name."""
-    STRATEGIES[name] = strategy
+def register_strategy(name: str, factory: Callable[[Overlay], Strategy]) -> None:
+    """Make another strategy selectable by name."""
+    STRATEGIES[name] = factory
 
 
-def choose_host(strategy: str, req: PlacementRequest) -> str:
+def make_strategy(name: str, overlay: Overlay) -> Strategy:
+    """A fresh instance of strategy ``name`` for ``overlay``."""
     try:
-        chooser = STRATEGIES[strategy]
+        factory = STRATEGIES[name]
     except KeyError:
-        raise PlacementError(f"unknown placement strategy {strategy!r}; choose from {sorted(STRATEGIES)}") from None
-    return chooser(req)
+        raise PlacementError(f"unknown placement strategy {name!r}; choose from {sorted(STRATEGIES)}") from None
+    return factory(overlay)

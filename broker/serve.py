@@ -26,6 +26,7 @@ class ServiceSettings:
     host: str = config.API_HOST
     port: int = config.API_PORT
     placement: str = config.PLACEMENT
+    admin_token: str | None = config.ADMIN_TOKEN
 
 
 def build_app(settings: ServiceSettings):
@@ -33,7 +34,8 @@ def build_app(settings: ServiceSettings):
     ensure_topics(settings.bootstrap_servers,
                   [CATALOG, PROFILES] + [broker_topic(b) for b in settings.overlay.brokers])
     sender = KafkaSender(settings.bootstrap_servers)
-    app = create_app(Store(settings.database_url), settings.overlay, sender, settings.placement)
+    app = create_app(Store(settings.database_url), settings.overlay, sender, settings.placement,
+                     settings.admin_token)
     app.router.on_shutdown.append(sender.close)
     return app
 

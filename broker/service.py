@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 import uuid
 from typing import Annotated
 
@@ -21,7 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from broker import topics
 from broker.control_packets import PacketSendError, Sender, announce_profile, announce_source, source_dictionary
-from broker.placement import PlacementError, PlacementRequest, choose_host
+from broker.placement import PlacementError, PlacementRequest, make_strategy
 from broker.store import DuplicateError, ProfileRecord, SourceRecord, Store
 from formats.errors import FormatError
 from routing.overlay import Overlay
@@ -109,8 +110,20 @@ def _token(x_onyx_token: str | None, authorization: str | None) -> str:
     raise HTTPException(401, "this needs the profile's token: send it as X-Onyx-Token or Authorization: Bearer")
 
 
-def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest") -> FastAPI:
-    """The registration service over a store, an overlay and a packet sender."""
+class MoveView(BaseModel):
+    profile_id: str
+    from_broker: str
+    to_broker: str
+
+
+def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest",
+               admin_token: str | None = None) -> FastAPI:
+    """The registration service over a store, an overlay and a packet sender;
+    ``placement`` names the host-choice strategy, ``admin_token`` enables the operator
+    endpoint ``POST /rebalance``."""
+    placer = make_strategy(placement, overlay)
+    placer.restore((p.id, p.text, p.host_broker) for p in store.list_profiles())
+    placing = threading.Lock()  # requests run in a thread pool; strategies keep state
     app = FastAPI(title="Onyx registration service", version="0.1.0",
                   description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay.")
     known_sources = {s.id for s in store.list_sources()}
@@ -172,14 +185,20 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     @app.post("/profiles", response_model=ProfileRegistered, status_code=201, summary="Register a profile")
     def register_profile(body: ProfileIn) -> ProfileRegistered:
         validate_profile(body.text)
-        host = choose_host(placement, PlacementRequest(overlay, store.profile_counts(), body.near,
-                                                        body.location, body.text))
-        topic = (body.delivery.topic if body.delivery else None) or topics.delivery_topic(host)
-        record = ProfileRecord(uuid.uuid4().hex[:16], body.text, host, topic, 1)
-        token = secrets.token_urlsafe(24)
-        with store.transaction() as tx:
-            tx.add_profile(record, token)
-            announce_profile(sender, "add", record)
+        profile_id = uuid.uuid4().hex[:16]
+        with placing:
+            host = placer.choose(PlacementRequest(overlay, store.profile_counts(), body.near, body.location,
+                                                  body.text, profile_id))
+            topic = (body.delivery.topic if body.delivery else None) or topics.delivery_topic(host)
+            record = ProfileRecord(profile_id, body.text, host, topic, 1)
+            token = secrets.token_urlsafe(24)
+            try:
+                with store.transaction() as tx:
+                    tx.add_profile(record, token)
+                    announce_profile(sender, "add", record)
+            except Exception:
+                placer.forget(profile_id)  # not registered after all
+                raise
         return ProfileRegistered(profile_id=record.id, host_broker=host, token=token, delivery_topic=topic)
 
     @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile")
@@ -210,9 +229,36 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                        authorization: Annotated[str | None, Header()] = None) -> None:
         old = authorized(profile_id, _token(x_onyx_token, authorization))
         record = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1)
-        with store.transaction() as tx:
-            tx.delete_profile(profile_id)
-            announce_profile(sender, "delete", record)
+        with placing:
+            with store.transaction() as tx:
+                tx.delete_profile(profile_id)
+                announce_profile(sender, "delete", record)
+            placer.forget(profile_id)
+
+    @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)")
+    def rebalance(x_onyx_admin_token: Annotated[str | None, Header()] = None) -> list[MoveView]:
+        """Ask the placement strategy for a better placement of the registered profiles
+        and move them: each moved profile is deleted at its old host and added at its
+        new one (two versions, so every broker applies them in the right order); its
+        delivery topic stays the same."""
+        if admin_token is None:
+            raise HTTPException(403, "operator endpoints are disabled: start the service with ONYX_ADMIN_TOKEN set")
+        if x_onyx_admin_token is None or not secrets.compare_digest(x_onyx_admin_token, admin_token):
+            raise HTTPException(401, "this needs the operator token in X-Onyx-Admin-Token")
+        done = []
+        with placing:
+            for move in placer.rebalance():
+                old = store.profile(move.profile_id)
+                if old is None or old.host_broker != move.from_broker:
+                    continue
+                gone = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1)
+                moved = ProfileRecord(old.id, old.text, move.to_broker, old.delivery_topic, old.version + 2)
+                with store.transaction() as tx:
+                    tx.update_profile(moved)
+                    announce_profile(sender, "delete", gone)
+                    announce_profile(sender, "add", moved)
+                done.append(MoveView(**move._asdict()))
+        return done
 
     @app.get("/brokers", response_model=list[BrokerView], summary="The brokers of the overlay")
     def list_brokers() -> list[BrokerView]:

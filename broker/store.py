@@ -108,7 +108,8 @@ class Transaction:
 
     def update_profile(self, p: ProfileRecord) -> None:
         self.conn.execute(update(profiles).where(profiles.c.id == p.id).values(
-            text=p.text, delivery_topic=p.delivery_topic, version=p.version, updated=_now()))
+            text=p.text, host_broker=p.host_broker, delivery_topic=p.delivery_topic, version=p.version,
+            updated=_now()))
 
     def delete_profile(self, profile_id: str) -> None:
         self.conn.execute(delete(profiles).where(profiles.c.id == profile_id))

@@ -80,6 +80,26 @@ class PepHosts:
         self.counts[host] += 1
         return host
 
+    def restore(self, placed: Iterable[tuple[str, str, str]]) -> None:
+        """Learn an existing population of ``(profile id, text, host)`` without moving
+        anyone: profiles are partitioned again, and each partition is mapped to the
+        broker that hosts most of its profiles, so that new profiles join them
+        (:meth:`rebalance` may move the rest later)."""
+        placed = list(placed)
+        for pid, text, _ in placed:
+            self._forget(pid)
+            self.partitioner.add(pid, equalities(text, self.namespaces))
+        votes: dict[int, Counter[str]] = {}
+        for pid, _, host in placed:
+            part = self.partitioner.assignment[pid]
+            if part != DONT_CARE:
+                votes.setdefault(part, Counter())[host] += 1
+        for part, hosts in votes.items():
+            self.partition_broker[part] = hosts.most_common(1)[0][0]
+        for pid, _, host in placed:
+            self.hosts[pid] = host
+            self.counts[host] += 1
+
     def remove(self, profile_id: str) -> None:
         self._forget(profile_id)
         self.partitioner.remove(profile_id)

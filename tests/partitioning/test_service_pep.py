@@ -1,11 +1,12 @@
 """The registration service choosing host brokers with the ``pep`` strategy."""
 
+import json
 from collections import Counter
 
 import pytest
 from fastapi.testclient import TestClient
 
-from broker.placement import STRATEGIES, PlacementRequest, choose_host
+from broker.placement import STRATEGIES, PlacementRequest, make_strategy
 from broker.service import create_app
 from broker.store import Store
 from routing.overlay import builtin
@@ -34,8 +35,9 @@ def _host(client, text):
 def test_pep_is_a_registered_strategy():
     assert "pep" in STRATEGIES
     overlay = builtin()
-    assert choose_host("pep", PlacementRequest(overlay, text="/nitf")) in overlay.brokers
-    assert choose_host("pep", PlacementRequest(overlay)) in overlay.brokers  # no text: round robin
+    pep = make_strategy("pep", overlay)
+    assert pep.choose(PlacementRequest(overlay, text="/nitf")) in overlay.brokers
+    assert pep.choose(PlacementRequest(overlay)) in overlay.brokers  # no text: round robin
 
 
 def test_profiles_with_the_same_value_share_a_host_and_values_spread_over_brokers(client):
@@ -65,3 +67,56 @@ def test_each_overlay_gets_its_own_pep_state(tmp_path):
         a.post("/profiles", json={"text": f"/nitf[@version = 'v{i}']"})
     first_b = b.post("/profiles", json={"text": "/nitf[@version = 'v9']"}).json()["host_broker"]
     assert first_b == "b1"  # b's PEP has seen nothing yet: a don't-care profile on the least-loaded broker
+
+
+AREAS = ["SF", "NY", "LA", "Paris", "Oslo", "Lima"]
+
+
+def _admin_client(store, sink, token="s3cret"):
+    return TestClient(create_app(store, builtin(), sink, placement="pep", admin_token=token),
+                      raise_server_exceptions=False)
+
+
+def test_a_restarted_service_restores_pep_from_its_store(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
+    first = _admin_client(store, Sink())
+
+    def text(area, n):
+        return f"/nitf[head/pubdata/@edition.area = '{area}'][contains(head/title, 'story {n}')]"
+
+    for n in range(3):
+        hosts = {a: _host(first, text(a, n)) for a in AREAS}
+    restarted = _admin_client(store, Sink())  # same database, fresh process state
+    assert {a: _host(restarted, text(a, 9)) for a in AREAS} == hosts  # each area joins its profiles
+    assert len(set(hosts.values())) >= 3
+
+
+def test_rebalance_moves_profiles_with_a_delete_and_a_newer_add(tmp_path):
+    store, sink = Store(f"sqlite:///{tmp_path / 'onyx.db'}"), Sink()
+    client = _admin_client(store, sink)
+    for round_ in range(4):
+        for a in AREAS:
+            _host(client, f"/nitf[head/pubdata/@edition.area = '{a}'][head/title = 't{round_}']")
+    assert client.post("/rebalance").status_code == 401
+    assert client.post("/rebalance", headers={"X-Onyx-Admin-Token": "wrong"}).status_code == 401
+    sink.sent.clear()
+    r = client.post("/rebalance", headers={"X-Onyx-Admin-Token": "s3cret"})
+    assert r.status_code == 200, r.text
+    for move in r.json():
+        record = store.profile(move["profile_id"])
+        assert record.host_broker == move["to_broker"] != move["from_broker"]
+        packets = [(t, json.loads(v)) for t, (k, v, h) in sink.sent
+                   if k == move["profile_id"].encode() and t.startswith("onyx.broker.")]
+        assert packets == [(f"onyx.broker.{move['from_broker']}", {**packets[0][1], "op": "delete",
+                                                                    "version": record.version - 1}),
+                           (f"onyx.broker.{move['to_broker']}", {**packets[1][1], "op": "add",
+                                                                  "version": record.version})]
+        assert record.delivery_topic == packets[1][1]["delivery_topic"]
+    counts = Counter(p.host_broker for p in store.list_profiles())
+    assert max(counts.values()) - min(counts.get(b, 0) for b in builtin().brokers) <= len(AREAS) * 4
+
+
+def test_rebalance_is_disabled_without_an_operator_token(tmp_path):
+    client = _admin_client(Store("sqlite://"), Sink(), token=None)
+    r = client.post("/rebalance", headers={"X-Onyx-Admin-Token": "x"})
+    assert r.status_code == 403 and "ONYX_ADMIN_TOKEN" in r.json()["detail"]
