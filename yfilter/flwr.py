@@ -36,6 +36,8 @@ Traceback (most recent call last):
 ...
 yfilter.errors.ProfileError: unknown variable '$m' (the for clause binds $n) at column 32
 
+String literals are XQuery's (``'it''s'``, ``"a &amp; b"``); comparisons follow the
+profile language, i.e. XPath 1.0 (``$n/@a < 'x'`` compares numbers, never strings).
 Constructor names are unprefixed (no namespace declarations in constructors); an XQuery
 comment, ``let``, ``order by`` and other clauses are refused with their position.
 """

@@ -26,12 +26,13 @@ class Session:
     navigation and transformation operator executions; with the guard evaluations
     memoised in the run they make :attr:`operator_executions`."""
 
-    __slots__ = ("run", "doc", "nodes", "frags", "tree", "ops")
+    __slots__ = ("run", "doc", "nodes", "cands", "frags", "tree", "ops")
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.doc = run.doc
         self.nodes: dict = {}  # (context, path prefix key) -> nodes
+        self.cands: dict = {}  # (context, axis, name test) -> elements, before predicates
         self.frags: dict = {}  # (node, step-pipeline prefix key) -> built fragments
         self.tree: list | None = None  # a decoded Message's elements as lxml, if needed
         self.ops = 0
@@ -86,7 +87,7 @@ def select(session: Session, nav: Nav, context=None) -> list:
             break
     if current is None:
         current = [context]
-    doc, run = session.doc, session.run
+    doc, run, by_test = session.doc, session.run, session.cands
     for i in range(start, len(nav.steps)):
         if not current:
             break
@@ -95,14 +96,10 @@ def select(session: Session, nav: Nav, context=None) -> list:
         out: list = []
         seen: set | None = set() if axis == "//" and len(current) > 1 else None
         for c in current:
-            if c is None:
-                top = root(doc)
-                cands = (top,) if axis == "/" else (top, *doc.descendants(top))
-            else:
-                cands = doc.children(c) if axis == "/" else doc.descendants(c)
+            cands = by_test.get((c, axis, test))
+            if cands is None:
+                cands = by_test[(c, axis, test)] = _candidates(doc, c, axis, test)
             for n in cands:
-                if test != "*" and doc.tag(n) != test:
-                    continue
                 if seen is not None:
                     if n in seen:
                         continue
@@ -114,3 +111,17 @@ def select(session: Session, nav: Nav, context=None) -> list:
         current = out
         memo[(context, nav.keys[i])] = current
     return current
+
+
+def _candidates(doc, context, axis: str, test: str) -> list:
+    """The elements a step's axis and name test reach from ``context`` (None: the
+    document), before its predicates: shared by every path with that step."""
+    if context is None:
+        top = root(doc)
+        nodes = (top,) if axis == "/" else (top, *doc.descendants(top))
+    else:
+        nodes = doc.children(context) if axis == "/" else doc.descendants(context)
+    if test == "*":
+        return list(nodes)
+    tag = doc.tag
+    return [n for n in nodes if tag(n) == test]

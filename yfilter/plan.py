@@ -174,12 +174,10 @@ class Plan:
         bad path; then nothing changes."""
         conjunctions = [[query]] if isinstance(query, str) else [list(c) for c in query]
         parsed = [[_as_path(text, self.namespaces) for text in c] for c in conjunctions]
-        old = self._links.get(link)
-        new = [tuple(self._path(p) for p in c) for c in parsed]
+        new = [tuple(self._path(p) for p in c) for c in parsed]  # before the old go
         entry = self._links.setdefault(link, _Link())
-        if old is not None and link in self._routes:
-            self._release(old.conjunctions)
-        entry.conjunctions = new
+        old, entry.conjunctions = entry.conjunctions, new
+        self._release(old)
         self._routes.add(link)
 
     def remove_route(self, link: str) -> None:
