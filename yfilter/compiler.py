@@ -1,8 +1,9 @@
 """From the AST to shared automaton paths and operators.
 
-A profile becomes one linear path of steps ``(axis, test, guard)`` for the main
-NFA; each nested path in a predicate becomes a linear path of the relative NFA
-(joined back on the element it branches from, see :class:`operators.Nested`).
+A profile becomes one linear path of steps ``(axis, test, guard)`` for the NFA;
+each nested path in a predicate becomes a :class:`operators.RelPath` of the same
+kind of steps, evaluated from the element it branches from (a join, see
+:class:`operators.Nested`).
 Comparisons are normalised so the same condition always has the same key
 (``'SF' = @a`` is ``@a = 'SF'``; ``b/@a = 'v'`` is the join ``b[@a = 'v']``), and
 every guard and nested path is interned in a :class:`Registry`: profiles share
@@ -15,25 +16,18 @@ profile that fails to compile leaves nothing behind.
 from __future__ import annotations
 
 from yfilter import ast
-from yfilter.nfa import NFA, Step
+from yfilter.nfa import Step
 from yfilter.operators import (Always, AndP, AttrTest, Func, Guard, Nested, NotP, OrP, PosTest,
                                Pred, RelPath, SelfTest, StrArg, TextTest)
 from yfilter.values import FLIPPED, compare_number, compare_string, number
 
 
 class Registry:
-    """Interned guards and nested paths, reference-counted, plus the relative NFA."""
+    """Interned guards and nested paths, reference-counted."""
 
     def __init__(self) -> None:
         self.guards: dict[str, Guard] = {}
         self.rels: dict[str, RelPath] = {}
-        self.rel_nfas: dict[int, NFA] = {}  # nesting level -> relative NFA
-
-    def rel_nfa(self, level: int) -> NFA:
-        nfa = self.rel_nfas.get(level)
-        if nfa is None:
-            nfa = self.rel_nfas[level] = NFA()
-        return nfa
 
     # -- lookup during compilation (nothing becomes live) ---------------------
     def guard(self, txn: dict, test: str, preds: tuple[Pred, ...]) -> Guard:
@@ -70,16 +64,11 @@ class Registry:
             for _, _, g in r.steps:
                 if g is not None:
                     self.ref_guard(g)
-            r.state = self.rel_nfa(r.level).insert(r.steps)
-            r.state.accept = r
 
     def _unref_rel(self, r: RelPath) -> None:
         r.refs -= 1
         if r.refs == 0:
             del self.rels[r.key]
-            r.state.accept = None
-            self.rel_nfas[r.level].delete(r.steps)
-            r.state = None
             for _, _, g in r.steps:
                 if g is not None:
                     self.unref_guard(g)

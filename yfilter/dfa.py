@@ -1,185 +1,196 @@
-"""A lazy DFA over the NFA: state sets and their transitions are built the first
-time a message needs them and then reused (Green et al., TODS 2004), so matching
-an element costs a few dictionary lookups however many profiles share the automaton.
+"""A lazy DFA over the shape of the shared NFA, and the per-state indexes of the
+check nodes (value predicates) that hang off it.
 
-Guards make a plain subset construction explode: which guarded transitions fire
-depends on attribute values, and every combination would be a new state set whose
-transitions must be computed from scratch, over all the (many) states that only
-follow the structure. So a walk state is *factored*: a short tuple of cached
-:class:`DState` components. The first follows only unguarded transitions (pure
-structure: few distinct sets, always warm); when guards hold at an element, the
-states they lead to form new components: one per index bucket that matched (all
-the guards that need exactly ``@a = 'v'``, say), cached on the bucket, plus one for
-the other guards that held, cached per set. So a component is the same object in
-every message where the same value appears, whatever the other values are.
-(Measured and dropped: a component per combination of guards that held, and
-merging the components of an element; both rebuild large state sets for almost
-every new message. The price of not merging is more components per element.) A component dies when no NFA
-state is left in it. An element costs one cached transition per live component.
+The DFA runs on the shapes (the unguarded states of the NFA, which hold every
+profile's path with its guards stripped, see :mod:`yfilter.nfa`): its states are
+sets of them, built the first time a
+message needs them and then reused (Green et al., TODS 2004), so an element costs
+one dictionary lookup however many profiles share the automaton. Because the shape
+follows the document's structure alone, a new message with new values meets the
+same few DFA states as the last one: nothing large is rebuilt per message.
 
-A transition (``DState`` x tag, a :class:`Trans`) keeps an index of its guards by
-anchor: ``by_eq[attribute][value]`` (one hash lookup finds every guard that needs
-that value), ``by_text`` / ``by_self`` by the value a text node / the string-value
-must equal, ``by_rel`` by nested-path accepting state, ``by_has`` by attribute
-name; only those candidates are evaluated.
+Values are dealt with by *selection postponed* (YFilter, TODS 2003): nothing is
+evaluated until a profile's final node is reached by the structure, and then only
+for candidates that indexes find. Each DFA state keeps an :class:`Index` of the
+final check nodes (:mod:`yfilter.nfa`) sitting on its shape states. A final node
+whose guard has an indexable anchor is filed under it: ``by_eq[attribute][value]``,
+``by_text[value]`` (a text node), ``by_self[value]`` (the string-value),
+``by_has[attribute]``; one hash lookup per attribute (text node) of an element
+finds every such profile that can end there, and nothing else is looked at. Under
+one key, a :class:`Bucket` holds ``pure`` nodes (the key is all they test and no
+guard is above them: they match outright, as one cached id set) and the rest. The
+other final nodes are filed by their *key value*: the rarest of the values a
+message must contain for them to hold (:class:`yfilter.operators.Need`; rarity from
+:class:`yfilter.nfa.Rarity`). Per message, one set intersection of those keys with
+the values the message contains gives the candidates, once per DFA state met.
+Candidates whose whole need is met are checked (:mod:`yfilter.runtime`), their
+guards and the guards above them evaluated on demand and memoised per element.
 
-Memory is bounded by ``budget``, counted in *units*: one per cached component plus
-one per NFA state in it, one per transition plus one per guard it indexes, one per
-guard-set target, and one per profile id cached for reporting. When the total passes
-the budget the whole cache is dropped and rebuilt lazily from the next element on
-(the approach of RE2's DFA cache): memory stays bounded, and a hot working set is
-rebuilt within a few messages. The engine also drops it when profiles are added or
-removed, since cached sets would miss the change.
+Memory is bounded by ``budget``, counted in *units*: one per cached state plus one
+per shape state in it, one per transition, one per check node an index holds, and
+one per profile id cached for reporting. When the total passes the budget the whole
+cache is dropped and rebuilt lazily from the next element on (the approach of RE2's
+DFA cache): memory stays bounded, and the hot working set comes back within a few
+messages. The engine also drops it when profiles are added or removed, since cached
+states and indexes would miss the change.
 """
 
 from __future__ import annotations
 
-from yfilter.nfa import State
-from yfilter.operators import Guard
+from yfilter.nfa import NFA, CheckNode, Rarity, State, nodes_of
+from yfilter.operators import attr_atom
 
 DEFAULT_BUDGET = 16_000_000
-"""Default unit budget per automaton. A unit is a set member, an index entry or a
-cached id, roughly 40-60 bytes of Python objects, so this is about 1 GB at worst."""
+"""Default unit budget. A unit is a set member, an index entry or a cached id,
+roughly 40-100 bytes of Python objects, so this is about 1 GB at worst."""
+
+_UNBUILT = object()
+_ANY = ("*", None)  # the unguarded '*' edge
 
 
 class DState:
-    """A set of NFA states; ``accepts`` are its accepting members, ``dead`` when empty
-    (nothing below can match: the walk may skip the subtree)."""
+    """A set of shape states; ``accepts`` when a profile without guards ends in one of
+    them, ``dead`` when empty (nothing below can match: the walk skips the subtree).
+    ``index`` is the :class:`Index` of its check nodes (None: none), built on first
+    use."""
 
-    __slots__ = ("states", "trans", "accepts", "dead", "_ids")
+    __slots__ = ("states", "trans", "accepts", "dead", "index", "_ids")
 
     def __init__(self, states: frozenset[State]) -> None:
         self.states = states
-        self.trans: dict[str, Trans] = {}
-        self.accepts = frozenset(s for s in states if s.accept)
+        self.trans: dict[str, DState] = {}
+        self.accepts = any(s.accept for s in states)
         self.dead = not states
+        self.index = _UNBUILT
         self._ids: frozenset | None = None
 
     def ids(self, dfa: "LazyDFA") -> frozenset:
-        """Union of what the accepting members accept (profile ids), cached."""
-        if self._ids is None:
-            self._ids = frozenset().union(*(s.accept for s in self.accepts))
-            dfa.charge(len(self._ids))
-        return self._ids
+        """Ids of the guard-free profiles accepted here, cached."""
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = frozenset().union(*(s.accept for s in self.states if s.accept))
+            dfa.charge(len(ids))
+        return ids
 
 
-class _Bucket:
-    """The guards found under one index key. ``pure`` ones hold whenever the key
-    matches (the key is all they test): they lead to one cached ``component``,
-    the same object in every message where the key matches. The ``impure`` ones
-    still need checking."""
+class Pool:
+    """Final check nodes filed by their *key*, the rarest value their need names that
+    is not known to be there already (``known``: the anchor that found them), so that
+    one set intersection with a message's contents picks out the ones worth checking
+    (:meth:`select`). Under each key, ``sure`` nodes need nothing else; the others'
+    whole need is tested."""
 
-    __slots__ = ("pure", "impure", "component")
+    __slots__ = ("base", "selves", "always")
 
-    def __init__(self, guards: list[Guard]) -> None:
-        self.pure = [g for g in guards if g.pure]
-        self.impure = [g for g in guards if not g.pure]
-        self.component: DState | None = None
-
-
-class Trans:
-    """The transition of one DState on one tag. Index buckets are plain lists of
-    guards until first hit (building a transition stays cheap)."""
-
-    __slots__ = ("base", "plain", "targets", "by_eq", "by_text", "by_self", "by_has", "by_rel",
-                 "always", "memo")
-
-    def __init__(self, base: DState, targets: dict[Guard, list[State]]) -> None:
-        self.base = base  # target when no guard holds
-        self.plain = not targets
-        self.targets = targets
-        self.by_eq: dict[str, dict] = {}  # attribute -> value -> bucket
-        self.by_text: dict = {}  # a text node's value -> bucket
-        self.by_self: dict = {}  # the string-value -> bucket
-        self.by_has: dict = {}  # attribute -> bucket
-        self.by_rel: dict[int, dict] = {}  # level -> accepting state -> bucket
-        self.always: list[Guard] = []
-        self.memo: dict[frozenset[Guard], DState] = {}
-        for g in targets:
-            a = g.anchor
-            kind = a[0]
-            if kind == "eq":
-                table = self.by_eq.get(a[1])
-                if table is None:
-                    table = self.by_eq[a[1]] = {}
-                key = a[2]
-            elif kind == "text":
-                table, key = self.by_text, a[1]
-            elif kind == "self":
-                table, key = self.by_self, a[1]
-            elif kind == "rel":
-                rel = a[1]
-                table = self.by_rel.get(rel.level)
-                if table is None:
-                    table = self.by_rel[rel.level] = {}
-                key = rel.state
-            elif kind == "has":
-                table, key = self.by_has, a[1]
-            else:
-                self.always.append(g)
+    def __init__(self, nodes: list[CheckNode], rarity: Rarity, known: tuple = ()) -> None:
+        self.base: dict[object, tuple[list, list]] = {}  # a value of Need.base -> groups
+        self.selves: dict[str, tuple[list, list]] = {}  # a string-value -> groups
+        always: list[CheckNode] = []
+        for n in nodes:
+            need = n.need
+            base, selves = need.base.difference(known), need.selves.difference(known)
+            table, key = _key(base, selves, rarity)
+            if table is None:
+                always.append(n)
                 continue
-            bucket = table.get(key)
-            if bucket is None:
-                table[key] = [g]
-            else:
-                bucket.append(g)
+            sure = len(base) + len(selves) == 1
+            groups = (self.base if table == "base" else self.selves).setdefault(key, ([], []))
+            groups[0 if sure else 1].append(n)
+        self.always = tuple(always)
 
-    def fire(self, dfa: "LazyDFA", run, node, out: list) -> None:
-        """Append to ``out`` the components that guards holding at ``node`` lead to."""
-        doc = run.doc
-        hit: list = []  # (table, key) of matching buckets
-        if self.by_eq or self.by_has:
-            by_eq, by_has = self.by_eq, self.by_has
-            for name, value in doc.attr_items(node):
-                table = by_eq.get(name)
-                if table is not None and value in table:
-                    hit.append((table, value))
-                if name in by_has:
-                    hit.append((by_has, name))
-        if self.by_text:
-            for t in doc.text_nodes(node):
-                if t in self.by_text:
-                    hit.append((self.by_text, t))
-        if self.by_self:
-            sv = run.string_value(node)
-            if sv in self.by_self:
-                hit.append((self.by_self, sv))
-        for level, by_rel in self.by_rel.items():
-            seen = run.witnessed(node, level)
-            if seen:
-                if len(seen) < len(by_rel):
-                    hit.extend((by_rel, s) for s in seen if s in by_rel)
+    def __bool__(self) -> bool:
+        return bool(self.always or self.base or self.selves)
+
+    def select(self, values) -> tuple[CheckNode, ...]:
+        """The nodes whose whole need the :class:`~yfilter.document.Contents` meet."""
+        out = list(self.always)
+        for table, present in ((self.base, values.base),
+                               (self.selves, values.selves() if self.selves else ())):
+            if table:
+                for k in table.keys() & present:
+                    sure, check = table[k]
+                    out.extend(sure)
+                    for c in check:
+                        if c.need.met(values):
+                            out.append(c)
+        return tuple(out)
+
+
+def _key(base: frozenset, selves: frozenset, rarity: Rarity) -> tuple:
+    """Of the values ``base`` and ``selves`` (parts of a need), the one least likely
+    to be in a message, as ``(table, value)``: table ``'base'`` or ``'self'``, or
+    None when there is none."""
+    best, table, key = -1, None, None
+    for a in base:
+        r = rarity.of(a)
+        if r > best:
+            best, table, key = r, "base", a
+    for a in selves:
+        r = rarity.of(a)
+        if r > best:  # ties go to base: string-values cost more to collect
+            best, table, key = r, "self", a
+    return table, key
+
+
+class Bucket:
+    """The final nodes filed under one anchor value: ``pure_ids`` are the ids of those
+    that match whenever the anchor does, ``pool`` the others (to check)."""
+
+    __slots__ = ("pure_ids", "pool")
+
+    def __init__(self, nodes: list[CheckNode], rarity: Rarity) -> None:
+        pure = [n for n in nodes if n.pure and n.prior is None]
+        self.pure_ids = frozenset().union(*(n.accept for n in pure)) if pure else None
+        rest = [n for n in nodes if not (n.pure and n.prior is None)]
+        self.pool = Pool(rest, rarity, _atom(rest[0].guard.anchor)) if rest else None
+
+
+def _atom(anchor: tuple) -> tuple:
+    """The values of a need that an anchor's hit shows present."""
+    kind = anchor[0]
+    return (attr_atom(anchor[1], anchor[2]),) if kind == "eq" else \
+        (anchor[1],) if kind in ("text", "self") else ()
+
+
+class Index:
+    """The final check nodes of one DFA state: those with an indexable anchor in
+    ``by_eq`` / ``by_text`` / ``by_self`` / ``by_has`` (buckets are plain lists until
+    first hit), the others in ``pool``."""
+
+    __slots__ = ("by_eq", "by_text", "by_self", "by_has", "eager", "pool")
+
+    def __init__(self, nodes: list[CheckNode], rarity: Rarity) -> None:
+        self.by_eq: dict[str, dict[str, Bucket | list]] = {}
+        self.by_text: dict[str, Bucket | list] = {}
+        self.by_self: dict[str, Bucket | list] = {}
+        self.by_has: dict[str, Bucket | list] = {}
+        lazy: list[CheckNode] = []
+        for n in nodes:
+            if n.eager:
+                a = n.guard.anchor
+                kind = a[0]
+                if kind == "eq":
+                    table = self.by_eq.get(a[1])
+                    if table is None:
+                        table = self.by_eq[a[1]] = {}
+                    key = a[2]
                 else:
-                    hit.extend((by_rel, s) for s in by_rel if s in seen)
-        impure: list[Guard] = []
-        for table, key in hit:
-            bucket = table[key]
-            if bucket.__class__ is list:
-                bucket = table[key] = _Bucket(bucket)
-            if bucket.pure:
-                c = bucket.component
-                if c is None:
-                    c = bucket.component = dfa.component(self, bucket.pure)
-                out.append(c)
-            for g in bucket.impure:
-                if g.check(run, node):
-                    impure.append(g)
-        for g in self.always:
-            if g.check(run, node):
-                impure.append(g)
-        if impure:
-            key = frozenset(impure)
-            d = self.memo.get(key)
-            if d is None:
-                d = self.memo[key] = dfa.component(self, key)
-            out.append(d)
+                    table = self.by_text if kind == "text" else \
+                        self.by_self if kind == "self" else self.by_has
+                    key = a[1]
+                table.setdefault(key, []).append(n)
+            else:
+                lazy.append(n)
+        self.eager = bool(self.by_eq or self.by_text or self.by_self or self.by_has)
+        self.pool = Pool(lazy, rarity) if lazy else None
 
 
 class LazyDFA:
-    """The lazily built, budget-bounded DFA of one NFA (rooted at ``root``)."""
+    """The lazily built, budget-bounded DFA of the shape of ``nfa``."""
 
-    def __init__(self, root: State, budget: int = DEFAULT_BUDGET) -> None:
-        self.root = root
+    def __init__(self, nfa: NFA, budget: int = DEFAULT_BUDGET) -> None:
+        self.root = nfa.root
+        self.rarity = nfa.rarity
         self.budget = budget
         self.units = 0
         self.flushes = 0
@@ -195,9 +206,11 @@ class LazyDFA:
         return self._start
 
     def flush(self) -> None:
-        """Drop every cached state and transition (they are rebuilt on demand)."""
+        """Drop every cached state, transition and index (rebuilt on demand)."""
         for d in self._states.values():
             d.trans.clear()  # a walk still holding an old DState rebuilds from it
+            d.index = _UNBUILT
+            d._ids = None
         self._states = {}
         self._start = None
         self.units = 0
@@ -215,55 +228,41 @@ class LazyDFA:
         if self.units > self.budget:
             self.flush()
 
-    def build(self, d: DState, tag: str) -> Trans:
+    def step(self, d: DState, tag: str) -> DState:
         """Compute (and cache) the transition of ``d`` on ``tag``."""
-        base: set[State] = set()
-        guarded: dict[Guard, list[State]] = {}
-        for s in d.states:
+        out: set[State] = set()
+        for s in d.states:  # unguarded states: follow unguarded transitions only
             if s.loop:
-                base.add(s)
-            for edges in (s.named.get(tag), s.star):
-                if edges:
-                    for g, t in edges.items():
-                        if g is None:
-                            base.add(t)
-                        else:
-                            guarded.setdefault(g, []).append(t)
-        tr = Trans(self._intern(_closure(base)), guarded)
-        d.trans[tag] = tr
-        self.charge(1 + len(guarded))
-        return tr
-
-    def component(self, tr: Trans, guards) -> DState:
-        """The component that the guards ``guards`` of ``tr`` lead to."""
-        states: set[State] = set()
-        for g in guards:
-            for t in tr.targets[g]:
-                states.add(t)
-                if t.eps is not None:
-                    states.add(t.eps)
-        d = self._intern(frozenset(states))
+                out.add(s)
+            edges = s.edges
+            if edges is not None:
+                t = edges.get((tag, None))
+                if t is not None:
+                    out.add(t)
+                t = edges.get(_ANY)
+                if t is not None:
+                    out.add(t)
+        t = self._intern(_closure(out))
+        d.trans[tag] = t
         self.charge(1)
-        return d
+        return t
+
+    def bucket(self, table: dict, key: str) -> Bucket:
+        """Turn the list of nodes under ``table[key]`` into a :class:`Bucket`."""
+        b = table[key] = Bucket(table[key], self.rarity)
+        if b.pure_ids is not None:
+            self.charge(len(b.pure_ids))
+        return b
+
+    def index(self, d: DState) -> Index | None:
+        """Build (and cache) the index of the final check nodes on ``d``'s states."""
+        nodes = [n for s in d.states if s.checks for n in nodes_of(s.checks)
+                 if n.accept is not None]
+        ix = d.index = Index(nodes, self.rarity) if nodes else None
+        self.charge(len(nodes))
+        return ix
 
 
 def _closure(states: set[State]) -> frozenset[State]:
     """Add the ``//`` helper states (the only epsilon moves; they have none of their own)."""
     return frozenset(states | {s.eps for s in states if s.eps is not None})
-
-
-def advance(dfa: LazyDFA, comps: tuple[DState, ...], tag: str, run, node) -> tuple[DState, ...]:
-    """One step of the walk: the components of an element whose parent's are ``comps``
-    (empty: nothing below can match)."""
-    out: list[DState] = []
-    for d in comps:
-        tr = d.trans.get(tag)
-        if tr is None:
-            tr = dfa.build(d, tag)
-        if not tr.base.dead:
-            out.append(tr.base)
-        if not tr.plain:
-            tr.fire(dfa, run, node, out)
-    if len(out) > 1 and len(set(out)) < len(out):
-        out = list(dict.fromkeys(out))
-    return tuple(out)

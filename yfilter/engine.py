@@ -45,31 +45,29 @@ class _Query:
 
 
 class Matches:
-    """The outcome of matching one message: the accepting DFA states reached, turned
-    into ids by :meth:`ids` (kept apart so a benchmark can time matching and
-    reporting). Each DFA state caches the ids it accepts, so reporting is a union of
-    a few cached sets."""
+    """The outcome of matching one message, turned into ids by :meth:`ids` (kept
+    apart so a benchmark can time matching and reporting): the accepting DFA states
+    reached, each caching the ids of the guard-free profiles it accepts, and the id
+    sets of the other matching profiles. Reporting is a union of those sets."""
 
-    __slots__ = ("dstates", "dfa")
+    __slots__ = ("dstates", "found", "dfa")
 
-    def __init__(self, dstates: set[DState], dfa: LazyDFA) -> None:
-        self.dstates, self.dfa = dstates, dfa
+    def __init__(self, dstates: set[DState], found: list, dfa: LazyDFA) -> None:
+        self.dstates, self.found, self.dfa = dstates, found, dfa
 
     def ids(self) -> frozenset[str]:
-        ds = self.dstates
-        if not ds:
-            return frozenset()
-        if len(ds) == 1:
-            return next(iter(ds)).ids(self.dfa)
-        sets = sorted((d.ids(self.dfa) for d in ds), key=len, reverse=True)
-        return sets[0].union(*sets[1:])
+        sets = [d.ids(self.dfa) for d in self.dstates]
+        sets.extend(self.found)
+        if len(sets) == 1 and isinstance(sets[0], frozenset):
+            return sets[0]
+        return frozenset().union(*sets)
 
 
 class Engine:
     """Shared filtering of many XPath profiles (DESIGN.md sections 3-4).
 
     ``namespaces`` binds the prefixes profiles may use (``xml`` is always bound);
-    ``dfa_budget`` bounds each lazy DFA cache (see :mod:`yfilter.dfa`).
+    ``dfa_budget`` bounds the lazy DFA cache (see :mod:`yfilter.dfa`).
     """
 
     def __init__(self, namespaces: Mapping[str, str] | None = None, *,
@@ -77,9 +75,7 @@ class Engine:
         self._namespaces = dict(namespaces or {})
         self._nfa = NFA()
         self._reg = Registry()
-        self._budget = dfa_budget
-        self._dfa = LazyDFA(self._nfa.root, dfa_budget)
-        self._rel_dfas: dict[int, LazyDFA] = {}  # nesting level -> DFA of that level
+        self._dfa = LazyDFA(self._nfa, dfa_budget)
         self._queries: dict[str, _Query] = {}
         self._by_id: dict[str, _Query] = {}
         self._texts: dict[str, str] = {}
@@ -110,7 +106,7 @@ class Engine:
                     self._reg.ref_guard(g)
             state = self._nfa.insert(steps)
             q = self._queries[key] = _Query(key, steps, state)
-            state.accept = q.ids
+            self._nfa.set_accept(state, q.ids)
         q.ids.add(profile_id)
         self._changed()  # DFA states cache the ids they accept
         self._by_id[profile_id] = q
@@ -139,23 +135,16 @@ class Engine:
         if q.ids:
             return
         del self._queries[q.key]
-        q.state.accept = None
+        self._nfa.set_accept(q.state, None)
         self._nfa.delete(q.steps)
         for _, _, g in q.steps:
             if g is not None:
                 self._reg.unref_guard(g)
 
     def _changed(self) -> None:
-        # Cached state sets would not see the new or removed NFA states.
-        for dfa in (self._dfa, *self._rel_dfas.values()):
-            if len(dfa):
-                dfa.flush()
-
-    def _rel_dfa(self, level: int) -> LazyDFA:
-        dfa = self._rel_dfas.get(level)
-        if dfa is None:
-            dfa = self._rel_dfas[level] = LazyDFA(self._reg.rel_nfa(level).root, self._budget)
-        return dfa
+        # Cached state sets and indexes would not see the new or removed states.
+        if len(self._dfa):
+            self._dfa.flush()
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -177,7 +166,7 @@ class Engine:
         :meth:`run` and to :func:`yfilter.navigate.select` over steps from
         :meth:`intern_steps`: an operator evaluated once on the message is not
         evaluated again, whoever needs it next. Raises :class:`MessageError`."""
-        return Session(Run(_document(message), self._rel_dfa))
+        return Session(Run(_document(message)))
 
     def intern_steps(self, steps: tuple[ast.Step, ...]) -> tuple[Step, ...]:
         """Compile location steps into this engine's operator network (sharing the
@@ -185,29 +174,23 @@ class Engine:
         :meth:`release_steps`. They are not added to the automaton: they are for
         navigation (:mod:`yfilter.navigate`), e.g. the paths of a return clause."""
         compiled = compile_path(ast.Path(tuple(steps)), self._reg, {})
-        rels = len(self._reg.rels)
         for _, _, g in compiled:
             if g is not None:
                 self._reg.ref_guard(g)
-        if len(self._reg.rels) != rels:
-            self._changed()  # new nested paths in the relative automata
         return compiled
 
     def release_steps(self, steps: tuple[Step, ...]) -> None:
         """Give back steps from :meth:`intern_steps`."""
-        rels = len(self._reg.rels)
         for _, _, g in steps:
             if g is not None:
                 self._reg.unref_guard(g)
-        if len(self._reg.rels) != rels:
-            self._changed()
 
     # -- matching -------------------------------------------------------------
     def evaluate(self, message: MessageLike, session: Session | None = None) -> Matches:
         """Match without building the id set yet (see :class:`Matches`); ``session``
         (from :meth:`start` on the same message) shares its operator memo."""
-        run = session.run if session is not None else Run(_document(message), self._rel_dfa)
-        return Matches(walk(self._dfa, run), self._dfa)
+        run = session.run if session is not None else Run(_document(message))
+        return Matches(*walk(self._dfa, run), self._dfa)
 
     def match(self, message: MessageLike, session: Session | None = None) -> frozenset[str]:
         """Ids of all profiles matching ``message`` (XML text or a decoded
@@ -238,21 +221,19 @@ class Engine:
         return out
 
     def stats(self) -> dict[str, int]:
-        """Sizes: profiles, distinct profiles, NFA states, guards, nested paths, and
-        the lazy DFA caches (states, units, flushes)."""
+        """Sizes: profiles, distinct profiles, NFA states (on profiles' paths, and
+        with those only their shapes use), guards, nested paths, and the lazy DFA
+        cache (states, units, flushes)."""
         return {
             "profiles": len(self._by_id),
             "distinct_profiles": len(self._queries),
             "nfa_states": self._nfa.size,
-            "rel_nfa_states": sum(n.size for n in self._reg.rel_nfas.values()),
+            "nfa_states_total": self._nfa.total,
             "guards": len(self._reg.guards),
             "nested_paths": len(self._reg.rels),
             "dfa_states": len(self._dfa),
             "dfa_units": self._dfa.units,
             "dfa_flushes": self._dfa.flushes,
-            "rel_dfa_states": sum(len(d) for d in self._rel_dfas.values()),
-            "rel_dfa_units": sum(d.units for d in self._rel_dfas.values()),
-            "rel_dfa_flushes": sum(d.flushes for d in self._rel_dfas.values()),
         }
 
 

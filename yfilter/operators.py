@@ -5,16 +5,18 @@ A :class:`Guard` is everything the predicates of one location step require of th
 element bound to that step, e.g. ``p[@x='a'][2]``. It is evaluated only for elements
 the path automaton has already brought to that step (selection postponed until the
 structure matches), at most once per element and message (memo in the run), and is
-shared by every profile with the same step. Guards are indexed by an *anchor*, one
-conjunct every match needs: an attribute equality (``@a = 'v'``: one hash lookup
-finds all guards on that attribute of that transition), a nested path, or an
-attribute's presence; see :mod:`yfilter.dfa`.
+shared by every profile with the same step. A guard is indexed by an *anchor*, one
+conjunct every match needs that a hash lookup on the element's own values can find:
+an attribute equality (``@a = 'v'``: one lookup finds every guard on that attribute
+of every state the element can be in), a text node or string-value equality, or an
+attribute's presence; see :mod:`yfilter.dfa`. A guard without one is *lazy*: it is
+evaluated only when something that depends on it is already a candidate.
 
 A nested path is a *join*: ``/a[b/c]`` holds for an ``a`` element exactly when the
-relative automaton (all nested paths of all profiles, prefix-shared), started at
-that element, reaches the accepting state of ``b/c`` in its subtree; runs carry the
-element they started from, so the branch element is the same element the main path
-bound, never another ``a`` (see :func:`yfilter.runtime.joins`).
+relative path ``b/c`` selects something from that very element. It is evaluated on
+demand, from that element, once per message (memo in the run; see
+:meth:`RelPath.exists`), so only elements where everything cheaper already held pay
+for it.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ class Nested(Pred):
         self.rel, self.key = rel, rel.key
 
     def ev(self, run, node, pos):
-        return self.rel.state in run.witnessed(node, self.rel.level)
+        return run.nested(self.rel, node)
 
     def rels(self):
         return [self.rel]
@@ -243,10 +245,61 @@ class StrArg:
         return ""
 
 
+_EMPTY: frozenset = frozenset()
+
+
+class Need:
+    """Values a message must contain somewhere for a condition to hold: ``base``,
+    attribute pairs (each written as one string by :func:`attr_atom`), text nodes
+    and element names; ``selves``, string-values of elements (kept apart: costlier to
+    collect). Only conjuncts count (what sits under ``or`` / ``not`` is not needed),
+    so a message lacking one of them cannot satisfy the condition: a necessary test,
+    two set inclusions (see :class:`yfilter.document.Contents`).
+
+    >>> from yfilter.document import TreeDoc
+    >>> from lxml import etree
+    >>> doc = TreeDoc(etree.fromstring(b"<a x='1'><b>hi</b></a>"))
+    >>> Need(frozenset({attr_atom("x", "1")}), frozenset({"hi"})).met(doc.contents())
+    True
+    >>> Need(frozenset({"c"})).met(doc.contents())
+    False
+    """
+
+    __slots__ = ("base", "selves")
+
+    def __init__(self, base: frozenset = frozenset(), selves: frozenset = frozenset()) -> None:
+        # One shared empty set: an empty frozenset costs as much as a small one.
+        self.base, self.selves = base or _EMPTY, selves or _EMPTY
+
+    def __or__(self, other: "Need") -> "Need":
+        return Need(self.base | other.base, self.selves | other.selves)
+
+    def __bool__(self) -> bool:
+        return bool(self.base or self.selves)
+
+    def met(self, values) -> bool:
+        """Does a document with these :class:`~yfilter.document.Contents` hold it all?"""
+        return self.base <= values.base and (not self.selves or self.selves <= values.selves())
+
+
+NO_NEED = Need()
+
+
+def attr_atom(name: str, value: str) -> str:
+    """An attribute's name and value as one string (no name or value holds NUL, so
+    distinct pairs never meet; strings hash once, tuples at every lookup).
+
+    >>> attr_atom("a", "1")
+    'a\\x001'
+    """
+    return f"{name}\x00{value}"
+
+
 class Guard:
     """The predicates of one step (with its name test, which positions depend on)."""
 
-    __slots__ = ("key", "test", "preds", "anchor", "_anchor_pred", "pure", "refs", "positional")
+    __slots__ = ("key", "test", "preds", "anchor", "_anchor_pred", "pure", "refs", "positional",
+                 "need")
 
     def __init__(self, test: str, preds: tuple[Pred, ...]) -> None:
         self.test, self.preds = test, preds
@@ -257,6 +310,7 @@ class Guard:
         self.anchor = self._anchor()
         # The anchor is the whole guard: an index hit needs no further check.
         self.pure = len(preds) == 1 and self._anchor_pred is preds[0]
+        self.need = _need(preds)
 
     def __repr__(self) -> str:
         return f"Guard({self.key})"
@@ -264,7 +318,8 @@ class Guard:
     def _anchor(self) -> tuple:
         # Any top-level conjunct of any predicate must hold at the element itself
         # (positions do not change what @a is), so it can stand for the whole guard
-        # in an index. Prefer the most selective kind.
+        # in an index. Prefer the most selective kind; nested paths, positions and
+        # functions cannot be looked up: such a guard is lazy.
         found: dict[str, tuple] = {}
         for p in self.preds:
             for c in p.conjuncts():
@@ -277,13 +332,11 @@ class Guard:
                     found.setdefault("text", (("text", c.eq), c))
                 elif isinstance(c, SelfTest) and c.eq is not None:
                     found.setdefault("text", (("self", c.eq), c))
-                elif isinstance(c, Nested):
-                    found.setdefault("rel", (("rel", c.rel), c))
-        for kind in ("eq", "text", "rel", "has"):
+        for kind in ("eq", "text", "has"):
             if kind in found:
                 anchor, self._anchor_pred = found[kind]
                 return anchor
-        return ("always",)
+        return ("lazy",)
 
     def rels(self) -> list["RelPath"]:
         return [r for p in self.preds for r in p.rels()]
@@ -292,11 +345,20 @@ class Guard:
         return [g for p in self.preds for g in p.subguards()]
 
     def check(self, run, node) -> bool:
+        """Do the predicates hold at ``node`` (evaluated once per message)?"""
         memo = run.memo
         key = (self, node)
         r = memo.get(key)
         if r is None:
-            r = memo[key] = self._holds(run, node, len(self.preds))
+            if self.positional:
+                r = self._holds(run, node, len(self.preds))
+            else:
+                r = True
+                for p in self.preds:
+                    if not p.ev(run, node, 0):
+                        r = False
+                        break
+            memo[key] = r
         return r
 
     def _holds(self, run, node, k: int) -> bool:
@@ -325,21 +387,43 @@ class Guard:
         return pos
 
 
+def _need(preds: tuple[Pred, ...]) -> Need:
+    base, selves = set(), set()
+    for p in preds:
+        for c in p.conjuncts():
+            if isinstance(c, AttrTest) and c.eq is not None:
+                base.add(attr_atom(c.name, c.eq))
+            elif isinstance(c, TextTest) and c.eq is not None:
+                base.add(c.eq)
+            elif isinstance(c, SelfTest) and c.eq is not None:
+                selves.add(c.eq)
+            elif isinstance(c, Nested):
+                base |= c.rel.names
+                for _, _, g in c.rel.steps:
+                    if g is not None:
+                        base |= g.need.base
+                        selves |= g.need.selves
+    if not (base or selves):
+        return NO_NEED
+    return Need(frozenset(base), frozenset(selves))
+
+
 class RelPath:
     """A nested relative path, e.g. ``head/pubdata[@edition.area = 'SF']``, as steps
-    ``(axis, test, guard)``. ``state`` is its accepting state in the relative NFA
-    of its ``level`` once registered: 1 for a path whose steps have no nested paths
-    of their own, otherwise one more than the deepest path they use (a level's joins
-    are computed after those of the levels below, which its guards read)."""
+    ``(axis, test, guard)``; ``refs`` counts the guards that use it, ``names`` are
+    the element names it needs."""
 
-    __slots__ = ("key", "steps", "state", "refs", "level")
+    __slots__ = ("key", "steps", "refs", "names")
 
     def __init__(self, key: str, steps: tuple[tuple[str, str, Guard | None], ...]) -> None:
         self.key, self.steps = key, steps
-        self.state = None
         self.refs = 0
-        self.level = 1 + max((r.level for _, _, g in steps if g is not None
-                              for r in g.rels()), default=0)
+        self.names = frozenset(t for _, t, _ in steps if t != "*")
+
+    def exists(self, run, node) -> bool:
+        """Does the path select anything from ``node``? Depth first, stopping at the
+        first hit (the run memoises the answer per element)."""
+        return _exists(run, self.steps, 0, node)
 
     def select(self, run, node) -> list:
         """The nodes the path selects from ``node``, in document order (used for
@@ -361,3 +445,14 @@ class RelPath:
         if len(current) > 1:
             current.sort(key=doc.order)
         return current
+
+
+def _exists(run, steps, i: int, node) -> bool:
+    axis, test, guard = steps[i]
+    doc = run.doc
+    last = i + 1 == len(steps)
+    for n in (doc.named_children(node, test) if axis == "/"
+              else doc.named_descendants(node, test)):
+        if (guard is None or guard.check(run, n)) and (last or _exists(run, steps, i + 1, n)):
+            return True
+    return False

@@ -1,39 +1,50 @@
-"""Walking a message through the lazy DFA.
+"""Walking a message through the lazy DFA, and checking the profiles whose values
+the indexes bring forward.
 
-The walk visits elements in document order and gives each the DFA state reached
-from its parent's state (the parent's state is looked up rather than kept on an
-explicit stack: the table has ``parents``, lxml has ``getparent``). An element in
-a dead state (no NFA state left) has nothing below it that can match: the table
-walk jumps over its subtree.
+The walk visits elements in document order with their depth and keeps the chain of
+the current element's ancestors: per depth the element, its tag and its DFA state
+(shape states, :mod:`yfilter.dfa`). An element in a dead state has nothing below it
+that can match: the walk jumps over its subtree. Where a DFA state has final check
+nodes, its index gives the candidates at the element: those whose anchor one of the
+element's values hits, and, once per DFA state and message, those whose key value
+the message contains (:meth:`Run.contents`). A candidate is checked only if the
+message contains everything it needs.
+
+A check node ``c`` (:class:`yfilter.nfa.CheckNode`) holds at an element ``y`` at
+depth ``d`` when (1) ``c``'s shape state is in ``y``'s DFA state: the structure up
+to ``c`` fits the path to ``y``; (2) ``c``'s guard holds at ``y``; and (3) ``c``'s
+prior holds at an ancestor ``z`` from which ``c``'s segment of unguarded steps fits
+the chain down to ``y``: exactly ``span`` levels up for a segment of child steps,
+else some ``z`` where the steps embed (a search over at most ``d`` ancestors). The
+answers are memoised per node and element, so profiles that share a prefix share
+its checks. So a message costs one DFA step per element, one hash lookup per
+attribute or text node the indexes care about, a few set operations, and then work
+in proportion to the candidates, whatever the number of profiles.
 
 :class:`Run` is the per-message context the operators evaluate in: the document,
-the memo of guard results, and the nested-path joins (``witnessed``).
+the memo of guard results, string-values and nested-path joins.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from yfilter.dfa import _UNBUILT, DState, Index, LazyDFA, Pool
+from yfilter.document import Contents, TableDoc, TreeDoc
+from yfilter.nfa import CheckNode
 
-from lxml import etree
-
-from yfilter.dfa import DState, LazyDFA, advance
-from yfilter.document import TableDoc, TreeDoc
-
-
-_NONE: frozenset = frozenset()
+_DEEPER = 1 << 30
 
 
 class Run:
     """Evaluation context of one message."""
 
-    __slots__ = ("doc", "memo", "rel_dfas", "_joins", "_values")
+    __slots__ = ("doc", "memo", "_values", "_nested", "_contents")
 
-    def __init__(self, doc: TableDoc | TreeDoc, rel_dfas: Callable[[int], LazyDFA]) -> None:
+    def __init__(self, doc: TableDoc | TreeDoc) -> None:
         self.doc = doc
         self.memo: dict = {}
-        self.rel_dfas = rel_dfas
-        self._joins: dict[int, dict] = {}
         self._values: dict = {}
+        self._nested: dict = {}
+        self._contents: Contents | None = None
 
     def string_value(self, node) -> str:
         """The node's string-value, computed once per message."""
@@ -42,89 +53,192 @@ class Run:
             v = self._values[node] = self.doc.string_value(node)
         return v
 
-    def witnessed(self, node, level: int) -> frozenset | set:
-        """Accepting states of the level's relative automaton reached from ``node``
-        as the context element: the nested paths that hold at this very element."""
-        j = self._joins.get(level)
-        if j is None:
-            j = self._joins[level] = joins(self.rel_dfas(level), self)
-        return j.get(node, _NONE)
+    def contents(self) -> Contents:
+        """The values and names the message contains (computed once)."""
+        c = self._contents
+        if c is None:
+            c = self._contents = self.doc.contents()
+        return c
+
+    def nested(self, rel, node) -> bool:
+        """Does the nested path ``rel`` select anything from ``node`` (computed once
+        per message)?"""
+        key = (rel, node)
+        r = self._nested.get(key)
+        if r is None:
+            r = self._nested[key] = rel.exists(self, node)
+        return r
 
 
-def walk(dfa: LazyDFA, run: Run) -> set[DState]:
-    """Run ``dfa`` over the document and return the DFA components with accepting
-    members that were reached."""
+def walk(dfa: LazyDFA, run: Run) -> tuple[set[DState], list]:
+    """Run ``dfa`` over the document. Returns the DFA states reached that accept
+    guard-free profiles, and the id sets of the other profiles found to match."""
     doc = run.doc
-    start = (dfa.start(),)
+    if isinstance(doc, TableDoc):
+        nodes, tags, depths = range(len(doc.tags)), doc.tags, doc.depths
+    else:
+        nodes, tags, depths = doc.preorder()
+    chk = _Checker(run, dfa, max(depths) + 1)
+    cd, cn, ct = chk.dstates, chk.nodes, chk.tags
+    cd[0] = dfa.start()
     accepted: set[DState] = set()
-    if isinstance(doc, TableDoc):
-        tags, parents, ends = doc.tags, doc.parents, doc.ends
-        states: dict[int, tuple] = {-1: start}
-        i, end = 0, len(tags)
-        while i < end:
-            comps = advance(dfa, states[parents[i]], tags[i], run, i)
-            if not comps:
-                i = ends[i]  # nothing below can match
-                continue
-            for d in comps:
-                if d.accepts:
-                    accepted.add(d)
-            states[i] = comps
-            i += 1
-    else:
-        states = {None: start}
-        for e in doc.root.iter(etree.Element):
-            parent = states[e.getparent()]
-            if not parent:
-                states[e] = parent
-                continue
-            comps = states[e] = advance(dfa, parent, e.tag, run, e)
-            for d in comps:
-                if d.accepts:
-                    accepted.add(d)
-    return accepted
+    skip = _DEEPER
+    for k in range(len(tags)):
+        dep = depths[k]
+        if dep > skip:
+            continue
+        skip = _DEEPER
+        tag = tags[k]
+        par = cd[dep - 1]
+        d = par.trans.get(tag)
+        if d is None:
+            d = dfa.step(par, tag)
+        if d.dead:
+            skip = dep  # nothing below can match
+            continue
+        cd[dep] = d
+        node = cn[dep] = nodes[k]
+        ct[dep] = tag
+        if d.accepts:
+            accepted.add(d)
+        ix = d.index
+        if ix is _UNBUILT:
+            ix = dfa.index(d)
+        if ix is not None:
+            if ix.eager:
+                chk.fire(ix, node, dep)
+            if ix.pool is not None:
+                chk.candidates(ix.pool, dep)
+    return accepted, chk.found
 
 
-def joins(dfa: LazyDFA, run: Run) -> dict:
-    """All nested paths of one level, for every element at once: one walk in which
-    each element starts a run of the relative automaton for its children, and each
-    run carries the element it started from. Runs in the same DFA state advance
-    together (what holds at an element does not depend on where a run started).
-    Returns element -> accepting states reached from it. A run dies as soon as no
-    nested path can continue, so the cost per element is the number of distinct
-    live run states (about the nested paths' length, more under ``//``)."""
-    doc = run.doc
-    start = (dfa.start(),)
-    out: dict = {}
-    if isinstance(doc, TableDoc):
-        nodes = range(1, len(doc.tags))
-        tags, parents = doc.tags, doc.parents
-        first = 0
-    else:
-        elements = doc.root.iter(etree.Element)
-        first = next(elements)
-        nodes = elements
-    runs_of: dict = {first: {}}  # element -> {components: origins}
-    table = isinstance(doc, TableDoc)
-    for x in nodes:
-        if table:
-            p, tag = parents[x], tags[x]
-        else:
-            p, tag = x.getparent(), x.tag
-        live: dict = {}
-        for comps, origins in ((start, (p,)), *runs_of[p].items()):
-            nc = advance(dfa, comps, tag, run, x)
-            if not nc:
+class _Checker:
+    """The checks of one message (see the module docstring). ``found`` collects the
+    id sets of matching profiles."""
+
+    __slots__ = ("run", "doc", "dfa", "dstates", "nodes", "tags", "memo", "found", "done",
+                 "_chosen")
+
+    def __init__(self, run: Run, dfa: LazyDFA, height: int) -> None:
+        self.run, self.doc, self.dfa = run, run.doc, dfa
+        self.dstates: list = [None] * height  # per depth of the chain
+        self.nodes: list = [None] * height
+        self.tags: list = [None] * height
+        self.memo: dict = {}
+        self.found: list = []
+        self.done: set[CheckNode] = set()  # final nodes already reported
+        self._chosen: dict[Pool, tuple] = {}  # the candidates of a pool in this message
+
+    def fire(self, ix: Index, node, dep: int) -> None:
+        """Check the final nodes whose anchor the element's values hit."""
+        doc = self.doc
+        by_eq, by_has, by_text, by_self = ix.by_eq, ix.by_has, ix.by_text, ix.by_self
+        if by_eq or by_has:
+            for name, value in doc.attr_items(node):
+                t = by_eq.get(name)
+                if t is not None:
+                    b = t.get(value)
+                    if b is not None:
+                        self._hit(t, value, b, dep)
+                b = by_has.get(name)
+                if b is not None:
+                    self._hit(by_has, name, b, dep)
+        if by_text:
+            texts = doc.text_nodes(node)
+            for t in (set(texts) if len(texts) > 1 else texts):
+                b = by_text.get(t)
+                if b is not None:
+                    self._hit(by_text, t, b, dep)
+        if by_self:
+            sv = self.run.string_value(node)
+            b = by_self.get(sv)
+            if b is not None:
+                self._hit(by_self, sv, b, dep)
+
+    def _hit(self, table: dict, key: str, b, dep: int) -> None:
+        if b.__class__ is list:
+            b = self.dfa.bucket(table, key)
+        if b.pure_ids is not None:
+            self.found.append(b.pure_ids)
+        if b.pool is not None:
+            self.candidates(b.pool, dep)
+
+    def candidates(self, pool: Pool, dep: int) -> None:
+        """Check the final nodes of ``pool`` at this element, once the message is
+        known to contain what they need (selected once per pool and message). A pure
+        node in a bucket's pool needs no guard check: its anchor is its guard."""
+        cands = self._chosen.get(pool)
+        if cands is None:
+            cands = self._chosen[pool] = pool.select(self.run.contents())
+        done, found, run = self.done, self.found, self.run
+        dstates, nodes = self.dstates, self.nodes
+        node = nodes[dep]
+        for c in cands:
+            if c in done:
                 continue
-            have = live.get(nc)
-            live[nc] = origins if have is None else have + origins
-            for d in nc:
-                if d.accepts:
-                    for o in origins:
-                        w = out.get(o)
-                        if w is None:
-                            out[o] = set(d.accepts)
-                        else:
-                            w.update(d.accepts)
-        runs_of[x] = live
-    return out
+            g = c.guard
+            if g is not None and not c.pure and not g.check(run, node):
+                continue
+            p = c.prior
+            if p is not None:
+                span = c.span
+                if not span:
+                    if not self.prior_ok(c, dep):
+                        continue
+                elif span >= dep:
+                    continue
+                elif p.prior is None:  # the common case, inline
+                    z = dep - span
+                    if p.shape not in dstates[z].states or not p.guard.check(run, nodes[z]):
+                        continue
+                elif not self.holds(p, dep - span):
+                    continue
+            done.add(c)
+            found.append(c.accept)
+
+    def holds(self, c: CheckNode, z: int) -> bool:
+        """Does ``c`` hold at the element at depth ``z`` of the chain?"""
+        g = c.guard
+        if c.prior is None:  # the guard's own memo is enough
+            return c.shape in self.dstates[z].states and (g is None or g.check(self.run,
+                                                                             self.nodes[z]))
+        node = self.nodes[z]
+        key = (c, node)
+        r = self.memo.get(key)
+        if r is None:
+            r = self.memo[key] = (c.shape in self.dstates[z].states
+                                  and (g is None or g.check(self.run, node))
+                                  and self.prior_ok(c, z))
+        return r
+
+    def prior_ok(self, c: CheckNode, dep: int) -> bool:
+        """Does ``c``'s prior hold at an ancestor from which ``c``'s segment leads to
+        depth ``dep``?"""
+        p = c.prior
+        if c.span:
+            z = dep - c.span
+            return z > 0 and self.holds(p, z)
+        seg, tags, dstates, shape = c.seg, self.tags, self.dstates, p.shape
+        for z in range(dep - len(seg), 0, -1):
+            if shape in dstates[z].states and _fits(seg, 0, z, dep, tags) and self.holds(p, z):
+                return True
+        return False
+
+
+def _fits(seg: tuple[tuple[str, str], ...], i: int, pos: int, end: int, tags: list) -> bool:
+    """Can the steps ``seg[i:]`` bind chain depths below ``pos``, the last one exactly
+    at ``end``?"""
+    axis, test = seg[i]
+    rest = len(seg) - 1 - i  # steps still to place after this one
+    if rest == 0:
+        if end <= pos or (axis == "/" and end != pos + 1):
+            return False
+        return test == "*" or tags[end] == test
+    if axis == "/":
+        q = pos + 1
+        return q <= end - rest and (test == "*" or tags[q] == test) \
+            and _fits(seg, i + 1, q, end, tags)
+    for q in range(pos + 1, end - rest + 1):
+        if (test == "*" or tags[q] == test) and _fits(seg, i + 1, q, end, tags):
+            return True
+    return False

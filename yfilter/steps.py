@@ -120,7 +120,7 @@ class Project(Step):
     def apply(self, elements, session):
         out = []
         for e in elements:
-            sub = Session(Run(TreeDoc(e), session.run.rel_dfas))
+            sub = Session(Run(TreeDoc(e)))
             keep: set = set()
             for nav in self._navs:
                 keep.update(select(sub, nav, e))

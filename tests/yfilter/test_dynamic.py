@@ -70,6 +70,6 @@ def test_automaton_shrinks_back_to_empty():
     for i in range(len(profiles)):
         engine.remove(str(i))
     after = engine.stats()
-    for key in ("profiles", "distinct_profiles", "nfa_states", "rel_nfa_states", "guards",
+    for key in ("profiles", "distinct_profiles", "nfa_states", "nfa_states_total", "guards",
                 "nested_paths"):
         assert after[key] == empty[key] == 0, key
