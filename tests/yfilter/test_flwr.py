@@ -1,6 +1,8 @@
 """Transformation profiles (FLWR): the parser, the semantics on hand-checked cases,
 ONYX's Q3 on the fishing NITF sample, and registration in the engine."""
 
+from pathlib import Path
+
 import pytest
 
 from broker.config import CORPUS_DIR
@@ -11,23 +13,27 @@ from yfilter.flwr import is_flwr, parse_flwr
 from yfilter.generators.flwr import Elem, FlwrSpec, Proj
 
 FISHING = CORPUS_DIR / "nitf-fishing.xml"
+DATA = Path(__file__).parent / "data"
 
-# ONYX's Q3 (tide forecasts): the articles of the "Tide Forecasts" series, reshaped
-# into the city of the forecast, the headline and the body's own paragraphs.
-Q3 = """for $n in $msg/nitf
+# ONYX's Q3, as the paper writes it (and tests/routing/test_figure6.py maps it): the
+# articles of the "Tide Forecasts" series, as their title and body content.
+Q3 = ('for $n in $msg/nitf where $n/head/docdata/series/@series.name = "Tide Forecasts" '
+      "return <tides> {$n/head/title} {$n/body/body.content} </tides>")
+Q3_SPEC = FlwrSpec(
+    "$n", "/nitf", ("atom", "{p} = 'Tide Forecasts'", "head/docdata/series/@series.name"),
+    Elem("tides", [], [[Proj("head/title", "element")],
+                       [Proj("body/body.content", "element")]]))
+
+# The same selection reshaped with the rest of the language: an attribute projection,
+# a nested constructor over a text projection, and only the body's own paragraphs.
+Q3_RESHAPED = """for $n in $msg/nitf
 where $n/head/docdata/series/@series.name = "Tide Forecasts"
 return <tide_forecast>
          {$n/head/docdata/evloc/@city}
          <title>{$n/body/body.head/hedline/hl1/text()}</title>
          {$n/body/body.content/p}
        </tide_forecast>"""
-Q3_SPEC = FlwrSpec(
-    "$n", "/nitf", ("atom", "{p} = 'Tide Forecasts'", "head/docdata/series/@series.name"),
-    Elem("tide_forecast", [], [
-        [Proj("head/docdata/evloc/@city", "attribute")],
-        Elem("title", [], [[Proj("body/body.head/hedline/hl1/text()", "text")]]),
-        [Proj("body/body.content/p", "element")]]))
-Q3_RESULT = (
+Q3_RESHAPED_RESULT = (
     b'<tide_forecast city="Norfolk"><title>Weather and Tide Updates for Norfolk</title>'
     b'<p xml:lang="en-US">The weather was superb today in Norfolk, Virginia. Made me want '
     b'to take\n\t\tout my boat, manufactured by the <org value="acm" idsrc="iptc.org">Acme '
@@ -44,14 +50,19 @@ Q3_RESULT = (
 @pytest.mark.skipif(not FISHING.is_file(), reason=f"corpus not found at {CORPUS_DIR}")
 @pytest.mark.parametrize("as_message", [False, True])
 def test_onyx_q3_tide_forecasts_on_the_fishing_sample(as_message):
+    """The exact output (data/onyx_q3_tides.xml, checked by hand against the sample:
+    the title, then body.content copied whole; the spaces around the enclosed
+    expressions are boundary whitespace and go)."""
     xml = FISHING.read_bytes()
+    expected = (DATA / "onyx_q3_tides.xml").read_bytes()
     e = Engine()
     e.add("q3", Q3)
     e.add("other-series", Q3.replace("Tide Forecasts", "Stock Reports"))
+    e.add("reshaped", Q3_RESHAPED)
     given = Message.from_xml(xml) if as_message else xml
-    assert e.match(given) == frozenset({"q3"})
-    assert e.run(given) == {"q3": [Q3_RESULT]}
-    assert [c14n(r) for r in lxml_results(Q3_SPEC, xml, {})] == [c14n(Q3_RESULT)]
+    assert e.match(given) == frozenset({"q3", "reshaped"})
+    assert e.run(given) == {"q3": [expected], "reshaped": [Q3_RESHAPED_RESULT]}
+    assert [c14n(r) for r in lxml_results(Q3_SPEC, xml, {})] == [c14n(expected)]
 
 
 DOC = (b"<nitf><head><pubdata edition.area='SF'/><title>T</title></head><body>"
