@@ -34,6 +34,13 @@ local work starts.
   one pass) on the same session, so predicates that routing already evaluated are
   answered from the memo.
 
+One operator is coarser than a path: nested paths (``[a/b]`` predicates) are joined
+per nesting level for every profile at once (:func:`yfilter.runtime.joins`), so the
+first class whose predicate needs a level computes it for all and pays for the user
+profiles' joins of that level as well (later classes find them done). Routing queries
+from :mod:`routing.dnf` are linear paths and never need a join; a transformation whose
+where clause has a nested path does.
+
 ``Plan.process(message, prune=False)`` runs the same plan without the skipping (every
 conjunction evaluated in full, every transformation run whether or not its link was
 reached): the benchmark's measure of what pruning saves.
