@@ -49,7 +49,7 @@ reached): the benchmark's measure of what pruning saves.
 >>> plan.add_route("b5", "/nitf/head/pubdata[@edition.area = 'SF']")
 >>> plan.add_route("b6", [["/nitf//hl1", "/nitf/head"], ["/quote"]])
 >>> plan.add_transform("b5", "t1", "for $n in $msg/nitf return <h>{$n//hl1/text()}</h>")
->>> plan.add_user("q1", "//hl1")
+>>> plan.add_user("q1", "for $h in $msg//hl1 return <u>{$h/text()}</u>")
 >>> msg = b"<nitf><head><pubdata edition.area='SF'/></head><hl1>Up</hl1></nitf>"
 >>> for event in plan.process(msg):
 ...     print(event)
@@ -57,7 +57,7 @@ Route(link='b5')
 Route(link='b6')
 Routed(links=('b5', 'b6'))
 Transformed(link='b5', profile_id='t1', results=(b'<h>Up</h>',))
-UserResult(profile_id='q1', results=(b"<nitf><head><pubdata edition.area='SF'/></head><hl1>Up</hl1></nitf>",))
+UserResult(profile_id='q1', results=(b'<u>Up</u>',))
 >>> plan.counters.transform_skipped, plan.counters.route_ops > 0
 (0, True)
 """
