@@ -34,12 +34,10 @@ local work starts.
   one pass) on the same session, so predicates that routing already evaluated are
   answered from the memo.
 
-One operator is coarser than a path: nested paths (``[a/b]`` predicates) are joined
-per nesting level for every profile at once (:func:`yfilter.runtime.joins`), so the
-first class whose predicate needs a level computes it for all and pays for the user
-profiles' joins of that level as well (later classes find them done). Routing queries
-from :mod:`routing.dnf` are linear paths and never need a join; a transformation whose
-where clause has a nested path does.
+Operator executions (:class:`Counters`) are what the session records: predicate
+evaluations (the run's memo of guard results), navigation steps and transformation
+operators. The automaton's own work for the user class (DFA steps, index lookups,
+candidate checks) is not in them, so the user class's count is a lower bound.
 
 ``Plan.process(message, prune=False)`` runs the same plan without the skipping (every
 conjunction evaluated in full, every transformation run whether or not its link was
