@@ -59,7 +59,9 @@ COUNTERS = ("messages", "forwarded", "delivered", "dead_letters")
 
 def _arrow_fn(broker: str, version: int, spec_bc, acc: dict):
     """The function ``mapInArrow`` runs on executors (closes over plain data and
-    accumulators only)."""
+    accumulators only). Per input batch it first yields the rows that forward messages
+    down links (and dead letters), then the deliveries to local profiles, so the next
+    brokers get their input before local matching is done."""
 
     def process(batches):
         import pyarrow as pa
@@ -68,25 +70,31 @@ def _arrow_fn(broker: str, version: int, spec_bc, acc: dict):
         header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         schema = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
                             ("headers", header_type)])
+
+        def arrow(rows):
+            for t, *_ in rows:
+                acc["forwarded" if t.startswith(topics.BROKER_PREFIX) else
+                    "dead_letters" if t == topics.DEAD_LETTER else "delivered"].add(1)
+            return pa.RecordBatch.from_arrays(
+                [pa.array([r[0] for r in rows], pa.string()), pa.array([r[1] for r in rows], pa.binary()),
+                 pa.array([r[2] for r in rows], pa.binary()),
+                 pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in rows], header_type)], schema=schema)
+
         for batch in batches:
             cols = batch.to_pydict()
-            out_t, out_k, out_v, out_h = [], [], [], []
             acc["messages"].add(batch.num_rows)
+            inbound, early = [], []
             for i in range(batch.num_rows):
                 headers = [(h["key"], h["value"]) for h in (cols["headers"][i] or ())]
-                for t, k, v, h in plan.process(cols["topic"][i], cols["key"][i], cols["value"][i],
-                                               headers, cols["partition"][i], cols["offset"][i]):
-                    out_t.append(t)
-                    out_k.append(k)
-                    out_v.append(v)
-                    out_h.append([{"key": hk, "value": hv} for hk, hv in h])
-            for t in out_t:
-                kind = ("forwarded" if t.startswith(topics.BROKER_PREFIX) else
-                        "dead_letters" if t == topics.DEAD_LETTER else "delivered")
-                acc[kind].add(1)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(out_t, pa.string()), pa.array(out_k, pa.binary()), pa.array(out_v, pa.binary()),
-                 pa.array(out_h, header_type)], schema=schema)
+                msg, rows = plan.receive(cols["topic"][i], cols["key"][i], cols["value"][i], headers,
+                                         cols["partition"][i], cols["offset"][i])
+                early += rows
+                if msg is not None:
+                    inbound.append(msg)
+                    early += plan.route(msg)
+            yield arrow(early)
+            late = [row for msg in inbound for row in plan.deliver(msg)]
+            yield arrow(late)
 
     return process
 

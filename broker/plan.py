@@ -3,11 +3,13 @@
 The driver turns its :class:`~broker.state.BrokerState` into a :class:`PlanSpec` (plain
 data) whenever the version changes; executors compile it into a :class:`Plan` once
 and keep it in :data:`_CACHE` under ``(broker, version)``, so a plan is rebuilt per
-version, not per batch. ``Plan.process`` handles one XML packet: validate the source
-(or parse the packet header), decode by format, route it down the links of its tree
-whose routing queries it matches, match the profiles hosted here, and emit rows:
-one per chosen link (re-encoded in the link's format), one per delivery, or one dead
-letter with the reason. It never raises for bad input.
+version, not per batch. A record goes through three steps: :meth:`Plan.receive`
+validates the source (or parses the packet header) and decodes by format;
+:meth:`Plan.route` forwards the message down the links of its tree whose routing
+queries it matches (re-encoded in the link's format); :meth:`Plan.deliver` matches the
+profiles hosted here. Routing is on the critical path: the executor function routes a
+whole batch and hands those rows to the Kafka sink before it matches local profiles.
+Bad input becomes one dead letter with the reason; nothing raises.
 """
 
 from __future__ import annotations
@@ -58,6 +60,16 @@ class PlanSpec:
                    dict(state.dictionaries), link_format, guard, limits, children)
 
 
+@dataclass(frozen=True)
+class Inbound:
+    """A message this broker handles, decoded, with the record it came in."""
+
+    message: formats.Message
+    header: PacketHeader
+    payload: bytes
+    record: tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]  # topic, key, value, headers
+
+
 class Plan:
     """A compiled :class:`PlanSpec` (see module docstring)."""
 
@@ -78,16 +90,28 @@ class Plan:
 
     def process(self, topic: str, key: bytes | None, value: bytes | None,
                 headers: list[tuple[str, bytes]], partition: int, offset: int) -> list[Row]:
+        """Every row one record causes: :meth:`receive`, then :meth:`route`, then :meth:`deliver`."""
+        inbound, rows = self.receive(topic, key, value, headers, partition, offset)
+        if inbound is not None:
+            rows = self.route(inbound) + self.deliver(inbound)
+        return rows
+
+    def receive(self, topic: str, key: bytes | None, value: bytes | None,
+                headers: list[tuple[str, bytes]], partition: int, offset: int) -> tuple[Inbound | None, list[Row]]:
+        """Validate and decode one record: ``(inbound, [])`` for a message this broker
+        handles, ``(None, [dead letter])`` for bad input, ``(None, [])`` for a source
+        message another broker is the root of."""
         spec = self.spec
+        record = (topic, key, value, headers)
         try:
             if topic.startswith(topics.SOURCE_PREFIX):
                 source = topic[len(topics.SOURCE_PREFIX):]
                 root = spec.sources.get(source)
                 if root is None:
-                    return [dead_letter(f"unknown source id {source!r}: register it with POST /sources first",
-                                        topic, key, value, headers)] if spec.guard else []
+                    return None, [dead_letter(f"unknown source id {source!r}: register it with POST /sources first",
+                                              *record)] if spec.guard else []
                 if root != spec.broker:
-                    return []  # another broker is this source's root and handles it
+                    return None, []  # another broker is this source's root and handles it
                 given = dict(headers).get("onyx-message-id")
                 message_id = given.decode(errors="replace") if given else f"{source}-{partition}-{offset}"
                 header = PacketHeader("xml", format="text", source_id=source, root_broker=root,
@@ -103,11 +127,11 @@ class Plan:
             msg = header.decode(payload, self.dictionaries)
             if max(msg.depths, default=0) > spec.limits.max_depth:
                 raise FormatError(f"message nesting exceeds this broker's limit of {spec.limits.max_depth}")
-            return self._route_and_match(msg, header, payload)
+            return Inbound(msg, header, payload, record), []
         except (FormatError, MessageError) as exc:
-            return [dead_letter(str(exc), topic, key, value, headers)]
+            return None, [dead_letter(str(exc), *record)]
         except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
-            return [dead_letter(f"internal error while processing: {exc!r}", topic, key, value, headers)]
+            return None, [dead_letter(f"internal error while receiving: {exc!r}", *record)]
 
     def _link_format(self, source: str | None) -> tuple[str, Dictionary | None]:
         """The format to forward in, and its dictionary: the configured link format, or
@@ -118,32 +142,45 @@ class Plan:
         dictionary = self.dictionaries.latest(source) if source else None
         return (fmt, dictionary) if dictionary is not None else ("stream", None)
 
-    def _route_and_match(self, msg: formats.Message, header: PacketHeader, payload: bytes) -> list[Row]:
-        spec = self.spec
-        rows: list[Row] = []
-        if spec.flood is not None:
-            links = set(spec.flood.get(header.root_broker, ()))
-        else:
-            table = self.tables.get(header.root_broker)
-            links = table.route(msg) if table is not None else set()
-        if links:
+    def route(self, inbound: Inbound) -> list[Row]:
+        """The rows that forward a message down the links of its tree that want it."""
+        spec, header = self.spec, inbound.header
+        try:
+            if spec.flood is not None:
+                links = set(spec.flood.get(header.root_broker, ()))
+            else:
+                table = self.tables.get(header.root_broker)
+                links = table.route(inbound.message) if table is not None else set()
+            if not links:
+                return []
             fmt, dictionary = self._link_format(header.source_id)
             version = dictionary.version if dictionary else None
             same = header.format == fmt and header.dictionary_version == version
-            blob = payload if same else formats.encode(fmt, msg, dictionary=dictionary)
+            blob = inbound.payload if same else formats.encode(fmt, inbound.message, dictionary=dictionary)
             out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
                                message_id=header.message_id, dictionary_version=version).to_kafka()
             key = header.message_id.encode()
-            rows += [(topics.broker_topic(link), key, blob, out) for link in sorted(links)]
-        if len(self.engine):
-            results = self.engine.run(msg)
-            if results:
-                out = PacketHeader("xml", format="text", source_id=header.source_id,
-                                   root_broker=header.root_broker, message_id=header.message_id).to_kafka()
-                for pid in sorted(results):
-                    for doc in results[pid]:
-                        rows.append((self.delivery[pid], pid.encode(), doc, out))
-        return rows
+            return [(topics.broker_topic(link), key, blob, out) for link in sorted(links)]
+        except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
+            return [dead_letter(f"internal error while routing: {exc!r}", *inbound.record)]
+
+    def deliver(self, inbound: Inbound) -> list[Row]:
+        """The deliveries of the profiles hosted here: the message for a filter, one
+        result document per binding for a transformation profile."""
+        if not len(self.engine):
+            return []
+        header = inbound.header
+        try:
+            results = self.engine.run(inbound.message)
+        except MessageError as exc:
+            return [dead_letter(str(exc), *inbound.record)]
+        except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
+            return [dead_letter(f"internal error while matching: {exc!r}", *inbound.record)]
+        if not results:
+            return []
+        out = PacketHeader("xml", format="text", source_id=header.source_id,
+                           root_broker=header.root_broker, message_id=header.message_id).to_kafka()
+        return [(self.delivery[pid], pid.encode(), doc, out) for pid in sorted(results) for doc in results[pid]]
 
 
 _CACHE: dict[str, Plan] = {}
