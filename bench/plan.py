@@ -1,8 +1,8 @@
 """Benchmark of the holistic plan: how soon the routing decision comes, and what
 pruning saves.
 
-    python -m bench.plan            # 1k, 10k and 100k local profiles
-    python -m bench.plan --quick    # 1k and 10k, fewer messages
+    python -m bench.plan            # 1k, 10k and 100k local profiles (about 10 minutes)
+    python -m bench.plan --quick    # 1k and 10k, fewer messages (about a minute)
 
 A broker with 8 output links, each with the routing query of 60 generated NITF
 profiles below it (``routing.dnf.map_profile``, so a disjunction of up to a few
