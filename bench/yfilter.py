@@ -6,7 +6,8 @@
 Two workloads over the NITF-like schema that ships with yfilter: *path* profiles
 (YFilter's defaults: depth 6, P(*) = 0.2, P(//) = 0.2, distinct) and *pred*
 profiles (the same paths with 1-2 attribute/text equality predicates and one
-nested path ending in a value comparison). Messages are generated NITF documents.
+nested path ending in a value comparison). Messages are generated NITF documents
+(DocDepth 6, MaxRepeats 3 by default).
 For each size, in a fresh child process (so memory per profile is measured on a
 clean heap): time to add the profiles, memory, and per message: the engine on XML
 bytes (everything a broker does: parse, match, report ids), split into matching
@@ -53,8 +54,11 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+DOC_DEPTH, MAX_REPEATS = 6, 3
+
+
 def _documents(n: int, seed: int) -> list[bytes]:
-    g = DocGenerator(Schema.nitf(), doc_depth=8, max_repeats=3, seed=seed)
+    g = DocGenerator(Schema.nitf(), doc_depth=DOC_DEPTH, max_repeats=MAX_REPEATS, seed=seed)
     return [g.generate() for _ in range(n)]
 
 
@@ -94,16 +98,19 @@ def floors(batches: list[list[bytes]]) -> dict[str, float]:
             "event_walk_s": _per_message(event_walk, batches)}
 
 
-def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int,
+def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_warm: int,
             seed: int) -> dict:
-    """One workload at one size; runs in a fresh child process."""
+    """One workload at one size; runs in a fresh child process. Above 10k profiles
+    fewer messages are timed (at least 50 per pass), to keep the run within minutes;
+    the warm-up is the same at every size (a larger engine has more to warm)."""
+    n_docs = max(50, min(n_docs, n_docs * 10_000 // n))
     gen = ProfileGenerator(Schema.nitf(), seed=seed, **WORKLOADS[workload])
     t = time.perf_counter()
     profiles = gen.batch(n)
     gen_s = time.perf_counter() - t
     # Distinct messages for warm-up and for each measurement: no timed message has
     # been seen by the engine before.
-    warm = _documents(n_docs, seed + 1000)
+    warm = _documents(n_warm, seed + 1000)
     batches = _batches(n_docs, passes, seed + 1)
     msg_batches = [[Message.from_xml(d) for d in b] for b in _batches(n_docs, passes, seed + 2)]
     split_batches = _batches(n_docs, passes, seed + 3)
@@ -117,10 +124,11 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int,
     add_s = time.perf_counter() - t
     gc.collect()
     mem = _rss() - rss0
-    for d in warm:  # warm-up on other messages (DFA caches)
+    for d in warm:  # warm-up on other messages (DFA states, indexes, buckets)
         engine.match(d)
     out = {
-        "workload": workload, "profiles": n, "generate_s": gen_s, "add_s": add_s,
+        "workload": workload, "profiles": n, "messages": n_docs, "warmup_messages": len(warm),
+        "generate_s": gen_s, "add_s": add_s,
         "bytes_per_profile": mem / n, "rss_bytes": _rss(),
         "engine_bytes_s": _per_message(engine.match, batches),
         "engine_message_s": _per_message(engine.match, msg_batches),
@@ -182,9 +190,9 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
         ax1.plot([r["profiles"] for r in meas], [r["lxml_s"] * 1e6 for r in meas], "^-",
                  color=color, alpha=0.5, label=f"lxml one-by-one {wl}")
         if extra:
-            ax1.plot([meas[-1]["profiles"]] + [r["profiles"] for r in extra],
-                     [meas[-1]["lxml_s"] * 1e6] + [r["lxml_s"] * 1e6 for r in extra], "^--",
-                     color=color, alpha=0.3, label=f"lxml {wl} (extrapolated)")
+            joined = meas[-1:] + extra  # from the last measured point, if any
+            ax1.plot([r["profiles"] for r in joined], [r["lxml_s"] * 1e6 for r in joined],
+                     "^--", color=color, alpha=0.3, label=f"lxml {wl} (extrapolated)")
         ax2.plot(xs, [doc_mb / r["engine_bytes_s"] for r in rs], "o-", color=color,
                  label=f"yfilter {wl}")
         ax2.plot(xs, [doc_mb / r["lxml_s"] for r in rs], "^--", color=color, alpha=0.5,
@@ -258,6 +266,7 @@ def targets(results: list[dict], fl: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DOC_DEPTH, MAX_REPEATS
     ap = argparse.ArgumentParser(prog="python -m bench.yfilter", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
@@ -266,24 +275,33 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated profile counts (default 1000,10000,100000,500000)")
     ap.add_argument("--workloads", default="path,pred", help="comma-separated: path,pred")
     ap.add_argument("--docs", type=int, help="messages per measurement (default 200)")
+    ap.add_argument("--warmup", type=int,
+                    help="messages matched before timing, to warm the DFA caches as in a "
+                         "running broker (default 500; 50 with --quick)")
     ap.add_argument("--passes", type=int,
                     help="timed passes, each over its own new messages; best is kept "
                          "(default 3)")
     ap.add_argument("--lxml-max", type=int, default=10_000,
                     help="largest profile count lxml is measured at; beyond, extrapolated")
+    ap.add_argument("--doc-depth", type=int, default=DOC_DEPTH,
+                    help=f"DocDepth of the generated messages (default {DOC_DEPTH})")
+    ap.add_argument("--max-repeats", type=int, default=MAX_REPEATS,
+                    help=f"MaxRepeats of the generated messages (default {MAX_REPEATS})")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULTS / "yfilter.json")
     ap.add_argument("--plot", type=Path, default=RESULTS / "yfilter.png")
     args = ap.parse_args(argv)
+    DOC_DEPTH, MAX_REPEATS = args.doc_depth, args.max_repeats  # inherited by the children
     sizes = args.sizes or ([1_000, 10_000] if args.quick else
                            [1_000, 10_000, 100_000, 500_000])
     n_docs = args.docs or (30 if args.quick else 200)
     passes = args.passes or (2 if args.quick else 3)
+    n_warm = args.warmup or (50 if args.quick else 500)
     lxml_max = min(args.lxml_max, 1_000) if args.quick else args.lxml_max
     workloads = args.workloads.split(",")
     print(f"yfilter benchmark: sizes {sizes}, workloads {workloads}, {n_docs} messages per "
-          f"pass, best of {passes} passes, lxml measured up to {lxml_max:,} profiles",
-          flush=True)
+          f"pass (fewer above 10k profiles), best of {passes} passes, {n_warm} warm-up "
+          f"messages, lxml measured up to {lxml_max:,} profiles", flush=True)
     fl = floors(_batches(n_docs, passes, args.seed + 1))
     results = []
     ctx = multiprocessing.get_context("fork")
@@ -292,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {wl:5} {n:>8,} profiles ...", end="", flush=True)
             t = time.perf_counter()
             with ctx.Pool(1) as pool:
-                r = pool.apply(_child, ((wl, n, n_docs, passes, lxml_max, args.seed),))
+                r = pool.apply(_child, ((wl, n, n_docs, passes, lxml_max, n_warm, args.seed),))
             results.append(r)
             print(f" {r['engine_bytes_s'] * 1e6:,.0f} us/message, match "
                   f"{r['match_fraction'] * 100:.2f}% ({time.perf_counter() - t:.0f} s)",
@@ -309,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                                                         else sys.argv[1:]),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "lxml": etree.LXML_VERSION, "libxml2": etree.LIBXML_VERSION},
-        "messages": n_docs, "passes": passes, "floors": fl, "results": results,
+        "messages": n_docs, "warmup": n_warm, "passes": passes, "doc_depth": DOC_DEPTH,
+        "max_repeats": MAX_REPEATS, "floors": fl, "results": results,
         "targets": tg}, indent=1))
     plot(results, fl, args.plot)
     print(f"\nwrote {args.out} and {args.plot}")

@@ -1,38 +1,47 @@
-"""A lazy DFA over the shape of the shared NFA, and the per-state indexes of the
-check nodes (value predicates) that hang off it.
+"""A lazy DFA over the shapes of the shared NFA, and the per-state indexes of the
+profiles' value checks that hang off it.
 
 The DFA runs on the shapes (the unguarded states of the NFA, which hold every
 profile's path with its guards stripped, see :mod:`yfilter.nfa`): its states are
-sets of them, built the first time a
-message needs them and then reused (Green et al., TODS 2004), so an element costs
-one dictionary lookup however many profiles share the automaton. Because the shape
-follows the document's structure alone, a new message with new values meets the
-same few DFA states as the last one: nothing large is rebuilt per message.
+sets of them, built the first time a message needs them and then reused (Green et
+al., TODS 2004), so an element costs one dictionary lookup however many profiles
+share the automaton. Because shapes follow the document's structure alone, a new
+message with new values meets the same few DFA states as the last one: nothing is
+rebuilt because values changed.
 
 Values are dealt with by *selection postponed* (YFilter, TODS 2003): nothing is
-evaluated until a profile's final node is reached by the structure, and then only
-for candidates that indexes find. Each DFA state keeps an :class:`Index` of the
-final check nodes (:mod:`yfilter.nfa`) sitting on its shape states. A final node
-whose guard has an indexable anchor is filed under it: ``by_eq[attribute][value]``,
-``by_text[value]`` (a text node), ``by_self[value]`` (the string-value),
-``by_has[attribute]``; one hash lookup per attribute (text node) of an element
-finds every such profile that can end there, and nothing else is looked at. Under
-one key, a :class:`Bucket` holds ``pure`` nodes (the key is all they test and no
-guard is above them: they match outright, as one cached id set) and the rest. The
-other final nodes are filed by their *key value*: the rarest of the values a
-message must contain for them to hold (:class:`yfilter.operators.Need`; rarity from
-:class:`yfilter.nfa.Rarity`). Per message, one set intersection of those keys with
-the values the message contains gives the candidates, once per DFA state met.
-Candidates whose whole need is met are checked (:mod:`yfilter.runtime`), their
-guards and the guards above them evaluated on demand and memoised per element.
+evaluated until the structure reaches a profile's final node, and then only for
+candidates that indexes find. Each DFA state keeps an :class:`Index` of the final
+check nodes (:class:`yfilter.nfa.CheckNode`) sitting on its shape states:
+
+* a node whose last guard has an indexable anchor is filed under it,
+  ``by_eq[attribute][value]``, ``by_text[value]`` (a text node), ``by_self[value]``
+  (the string-value), ``by_has[attribute]``: one hash lookup per attribute (text
+  node) of an element finds every such profile that can end there. Under one key a
+  :class:`Bucket` keeps the ids of the nodes that match outright (the key is all
+  they test and no guard is above them: one cached set, no per-profile work) and a
+  :class:`Pool` of the others;
+* the other final nodes go to the index's own :class:`Pool`.
+
+A pool files its nodes by *key*, the rarest of the values a message must contain for
+the node to hold (:class:`yfilter.operators.Need`; rarity estimated by
+:class:`yfilter.nfa.Rarity` from the values profiles compare with). Per message, one
+set intersection of a pool's keys with the values the message contains
+(:class:`yfilter.document.Contents`) and a test of the rest of each such node's need
+give the candidates, once per pool and message. Only those are checked, by
+:mod:`yfilter.runtime`. So equality predicates on the same attribute of the same
+DFA state are one hash lookup for all profiles, and a profile whose values are not
+all in the message costs nothing beyond its share of the intersection.
 
 Memory is bounded by ``budget``, counted in *units*: one per cached state plus one
-per shape state in it, one per transition, one per check node an index holds, and
-one per profile id cached for reporting. When the total passes the budget the whole
+per shape state in it, one per transition, one per final node an index files (its
+pools come with it), and one per profile id cached for reporting (a state's
+guard-free ids, a bucket's outright ids). When the total passes the budget the whole
 cache is dropped and rebuilt lazily from the next element on (the approach of RE2's
 DFA cache): memory stays bounded, and the hot working set comes back within a few
 messages. The engine also drops it when profiles are added or removed, since cached
-states and indexes would miss the change.
+states and indexes would miss the change. Per-message structures (candidates chosen,
+memos) live only while the message is matched.
 """
 
 from __future__ import annotations
@@ -113,7 +122,7 @@ class Pool:
                     for c in check:
                         if c.need.met(values):
                             out.append(c)
-        return tuple(out)
+        return tuple(out) if out else ()
 
 
 def _key(base: frozenset, selves: frozenset, rarity: Rarity) -> tuple:

@@ -17,9 +17,11 @@ prior holds at an ancestor ``z`` from which ``c``'s segment of unguarded steps f
 the chain down to ``y``: exactly ``span`` levels up for a segment of child steps,
 else some ``z`` where the steps embed (a search over at most ``d`` ancestors). The
 answers are memoised per node and element, so profiles that share a prefix share
-its checks. So a message costs one DFA step per element, one hash lookup per
-attribute or text node the indexes care about, a few set operations, and then work
-in proportion to the candidates, whatever the number of profiles.
+its checks, and a guard (nested paths included) is evaluated at most once per
+element. So a message costs one DFA step per element, one hash lookup per attribute
+or text node the indexes care about, one set intersection per index and message,
+and then work in proportion to the candidates (profiles whose structure reaches an
+element and whose values the message contains), not to the number of profiles.
 
 :class:`Run` is the per-message context the operators evaluate in: the document,
 the memo of guard results, string-values and nested-path joins.
@@ -170,6 +172,8 @@ class _Checker:
         cands = self._chosen.get(pool)
         if cands is None:
             cands = self._chosen[pool] = pool.select(self.run.contents())
+        if not cands:
+            return
         done, found, run = self.done, self.found, self.run
         dstates, nodes = self.dstates, self.nodes
         node = nodes[dep]
