@@ -5,7 +5,10 @@ predicates (the engine's guards). :class:`SizeModel` counts the same measures fo
 set of atoms the way :class:`yfilter.Engine` builds them — one state per distinct
 step prefix, one more for the loop before each ``//`` step, one guard per distinct
 name test with predicates — and prices a change before it is made, which is what the
-generalization planner needs thousands of times per plan.
+generalization planner needs thousands of times per plan. Steps and predicates are
+told apart by their text, so the model never counts less than the engine (which also
+shares predicates written differently that mean the same): a table within budget by
+the model is within budget in the engine. Routing tables report their size with it.
 
 >>> m = SizeModel(["/a/b[@x = '1']", "/a//c"])
 >>> m.size(), m.delta(remove=["/a/b[@x = '1']"], add=["/a/b"])
@@ -137,10 +140,13 @@ class SizeModel:
         remove, add = remove - both, add - both
         out = {"atoms": len(add) - len(remove)}
         for key, counter, part in (("nfa_states", self._states, 0), ("guards", self._guards, 1)):
-            change: Counter[str] = Counter()
+            change: dict[str, int] = {}
             for a in remove:
-                change.subtract(footprint(a)[part])
+                for k in footprint(a)[part]:
+                    change[k] = change.get(k, 0) - 1
             for a in add:
-                change.update(footprint(a)[part])
-            out[key] = sum((counter[k] + d > 0) - (counter[k] > 0) for k, d in change.items() if d)
+                for k in footprint(a)[part]:
+                    change[k] = change.get(k, 0) + 1
+            # counters hold no zeros: a key is present iff something needs it
+            out[key] = sum((counter.get(k, 0) + d > 0) - (k in counter) for k, d in change.items() if d)
         return out

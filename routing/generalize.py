@@ -27,7 +27,7 @@ deltas went by.
 >>> for v in "xyz":
 ...     _ = exact.add("b5", frozenset({f"/nitf/head/pubdata[@edition.area = '{v}']"}))
 >>> view = GeneralizedView(Budget(atoms=1))
->>> view.observe(b"<nitf><head><pubdata edition.area='w'/></head></nitf>")
+>>> _ = view.observe(b"<nitf><head><pubdata edition.area='w'/></head></nitf>")
 >>> for link, conj in exact.items():
 ...     view.add(link, conj, exact)
 >>> view.rebuild(exact)
@@ -44,7 +44,7 @@ import formats
 from routing import atoms as A
 from routing.budget import Budget, BudgetError
 from routing.dnf import Conjunction
-from routing.matcher import LinkMatcher, match_atoms
+from routing.matcher import AtomEngine, LinkMatcher
 from routing.planner import Plan, Rules, plan_view
 
 __all__ = ["Budget", "BudgetError", "GeneralizedView"]
@@ -59,15 +59,18 @@ class GeneralizedView:
     a plan aims at ``headroom`` times the budget so that deltas fit for a while.
     :meth:`due` says when to re-plan: over budget; the sample has grown fourfold
     since the last plan (until full); or more than ``refresh`` times the table's
-    conjunctions changed since (stale generalizations get tighter again)."""
+    conjunctions changed since (stale generalizations get tighter again).
+    ``engine`` is the :class:`~routing.matcher.AtomEngine` the view matches with
+    (shared with other tables, or None for one of its own)."""
 
     def __init__(self, budget: Budget, samples: int = 32, headroom: float = 0.8,
-                 refresh: float = 0.25) -> None:
+                 refresh: float = 0.25, engine: AtomEngine | None = None) -> None:
         if samples < 1:
             raise BudgetError("a generalized view needs room for at least one sample message")
         self.budget = budget
         self.headroom, self.refresh = headroom, refresh
-        self.matcher = LinkMatcher()
+        self._engine = engine if engine is not None else AtomEngine()
+        self.matcher = LinkMatcher(self._engine)
         self.samples: deque = deque(maxlen=samples)
         self.rebuilds = 0
         self.kinds: Counter = Counter()
@@ -104,59 +107,81 @@ class GeneralizedView:
             self.matcher.discard(link, held)
             del self._common[link]
 
-    def observe(self, message) -> None:
-        """Remember a message this table routes (the newest ``samples`` are kept,
-        decoded once so that measuring them does not parse them again)."""
+    def observe(self, message) -> formats.Message:
+        """Remember a message this table routes, with the atoms it matches (the
+        newest ``samples`` are kept); returns it decoded, to be routed as such (the
+        engine then remembers the match instead of doing it again)."""
         if not isinstance(message, formats.Message):
             message = formats.decode("text", bytes(message) if not isinstance(message, str) else message.encode())
-        self.samples.append(message)
+        self.samples.append((message, self._engine.match(message)))
+        return message
 
     def due(self, exact: LinkMatcher) -> bool:
         n = len(self.samples)
         if self._planned_with < self.samples.maxlen and n >= min(self.samples.maxlen, 4 * self._planned_with or 1):
             return True
-        total = sum(exact.count(link) for link in exact.links)
-        if self._changes > max(64, self.refresh * total):
+        if self._changes > max(64, self.refresh * exact.total()):
             return True
         return not self.budget.fits(self.matcher.stats())
 
     def rebuild(self, exact: LinkMatcher) -> None:
-        """Re-plan from the exact table and the current sample, then rebuild the view."""
-        samples = list(self.samples)
+        """Re-plan from the exact table and the current sample, then rebuild the view
+        (an exact table that fits the plan's target is routed with as it is)."""
+        target = self.budget.scaled(self.headroom)
+        if target.fits(exact.stats()):
+            plan = Plan()
+            matcher = self._build(exact, plan)
+        else:
+            plan, matcher = self._plan(exact, target)
+        self.matcher.close()
+        self.matcher, self._rules, self._common = matcher, plan.rules, dict(plan.common)
+        self.kinds = plan.kinds
+        self.rebuilds += 1
+        self._planned_with = len(self.samples)
+        self._changes = 0
+
+    def _plan(self, exact: LinkMatcher, target: Budget) -> tuple[Plan, LinkMatcher]:
+        samples = [message for message, _ in self.samples]
         known: dict[str, int] = dict.fromkeys(exact.atoms, 0)
-        for i, message in enumerate(samples):
-            for atom in exact.match_atoms(message):
-                known[atom] |= 1 << i
+        for i, (_, matched) in enumerate(self.samples):
+            for atom in matched:
+                if atom in known:
+                    known[atom] |= 1 << i
 
         def bits(atoms: Iterable[str]) -> dict[str, int]:
-            atoms = list(atoms)
-            out = {a: known[a] for a in atoms if a in known}
-            out.update(match_atoms([a for a in atoms if a not in known], samples))
+            # The table's atoms: what the sample matched when it was seen. Derived
+            # atoms: their skeleton's matches, exact for atoms without predicates and
+            # an over-estimate otherwise (generalizing looks no cheaper than it is).
+            out, derived = {}, {}
+            for a in atoms:
+                if a in known:
+                    out[a] = known[a]
+                else:
+                    derived[a] = A.skeleton(a)
+            if derived:
+                skeleton_bits = self._engine.sample_bits(set(derived.values()), samples)
+                out.update((a, skeleton_bits[sk]) for a, sk in derived.items())
             return out
 
         items = list(exact.items())
-        target = self.budget.scaled(self.headroom)
         for _ in range(4):
             plan = plan_view(items, bits, len(samples), target)
             matcher = self._build(exact, plan)
             size = matcher.stats()
             if self.budget.fits(size):
                 break
-            # The size model only estimates the engine: aim lower and plan again.
+            # The plan's rules, replayed on the exact table, can come out a little
+            # bigger than the view the planner priced: aim lower and plan again.
+            matcher.close()
             ratio = max(size[k] / max(lim, 1) for k, lim in self.budget.limits().items())
             target = target.scaled(0.9 / ratio)
         else:
             plan = Plan(Rules(), {link: frozenset() for link in exact.links}, Counter(common=len(exact.links)))
             matcher = self._build(exact, plan)
-        self.matcher, self._rules, self._common = matcher, plan.rules, dict(plan.common)
-        self.kinds = plan.kinds
-        self.rebuilds += 1
-        self._planned_with = len(samples)
-        self._changes = 0
+        return plan, matcher
 
-    @staticmethod
-    def _build(exact: LinkMatcher, plan: Plan) -> LinkMatcher:
-        matcher = LinkMatcher()
+    def _build(self, exact: LinkMatcher, plan: Plan) -> LinkMatcher:
+        matcher = LinkMatcher(self._engine)
         for link, conj in plan.common.items():
             matcher.add(link, conj)
         for link, conj in exact.items():

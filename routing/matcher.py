@@ -2,9 +2,15 @@
 
 A :class:`LinkMatcher` holds, per output link, a multiset of conjunctions (each a
 set of atoms, see :mod:`routing.dnf`). Every distinct atom is registered once as a
-profile of one :class:`yfilter.Engine`; after the engine has matched a message, a
-counting step over the conjunctions turns matched atoms into links, skipping the
-conjunctions of links already chosen for this message.
+profile of an :class:`AtomEngine` (a :class:`yfilter.Engine`); after the engine has
+matched a message, a counting step over the conjunctions turns matched atoms into
+links, skipping the conjunctions of links already chosen for this message and
+stopping as soon as every link is chosen.
+
+Whether an atom matches a message does not depend on which table asks, so several
+matchers may share one :class:`AtomEngine`: the tables of one broker (one per
+broadcast tree), or every table of a simulated overlay. The engine remembers its
+answer for the last message, so the tables sharing it match a message once.
 
 >>> m = LinkMatcher()
 >>> m.add("b5", frozenset({"/nitf/head", "/nitf//hl1"}))
@@ -17,28 +23,134 @@ True
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import Iterable, Iterator
 
+import formats
+from routing.budget import SizeModel
 from routing.dnf import Conjunction, engine_text
 from yfilter import Engine
 
+_IMMUTABLE = (bytes, str, formats.Message)  # messages whose answer may be remembered by identity
 
-class LinkMatcher:
-    """Reference-counted conjunctions per link over one shared engine of atoms."""
+
+class AtomEngine:
+    """Reference-counted atoms over one :class:`yfilter.Engine`.
+
+    >>> e = AtomEngine()
+    >>> e.acquire("/a/b"); e.acquire("/a/b"); e.acquire("//c")
+    >>> sorted(e.match(b"<a><b/><c/></a>"))
+    ['//c', '/a/b']
+    >>> e.release("/a/b"); e.release("/a/b"); sorted(e.match(b"<a><b/><c/></a>"))
+    ['//c']
+    """
 
     def __init__(self) -> None:
+        self._refs: Counter[str] = Counter()
+        self._prefixes: dict[str, str] = {}
+        self._engine = Engine()
+        self._last: tuple[object, frozenset[str]] | None = None
+        self._probe: AtomEngine | None = None  # atoms asked about by sample_bits, kept
+        self._probed: OrderedDict[int, tuple[object, int, frozenset[str]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __contains__(self, atom: object) -> bool:
+        return atom in self._refs
+
+    def acquire(self, atom: str) -> None:
+        """One more user of ``atom`` (registered with the engine on first use)."""
+        if atom not in self._refs:
+            self._add(atom)
+            self._last = None
+        self._refs[atom] += 1
+
+    def release(self, atom: str) -> None:
+        """One user fewer; the last one unregisters it."""
+        self._refs[atom] -= 1
+        if not self._refs[atom]:
+            del self._refs[atom]
+            self._engine.remove(atom)
+            self._last = None
+
+    def _add(self, atom: str) -> None:
+        known = len(self._prefixes)
+        text = engine_text(atom, self._prefixes)
+        if len(self._prefixes) != known:
+            # The engine binds prefixes when it is built: a new namespace URI means a
+            # new engine with every atom re-added (rare: URIs come with new schemas).
+            self._engine = Engine({p: uri for uri, p in self._prefixes.items()})
+            for other in self._refs:
+                self._engine.add(other, engine_text(other, self._prefixes))
+        self._engine.add(atom, text)
+
+    def match(self, message) -> frozenset[str]:
+        """The atoms ``message`` matches (XML bytes or a :class:`formats.Message`).
+        The answer for the last message object is remembered until the atoms change."""
+        last = self._last
+        if last is not None and last[0] is message:
+            return last[1]
+        out = self._engine.match(message) if self._refs else frozenset()
+        if isinstance(message, _IMMUTABLE):
+            self._last = (message, out)
+        return out
+
+
+    def sample_bits(self, atoms: Iterable[str], messages: list) -> dict[str, int]:
+        """For each atom, a bit mask of the ``messages`` it matches (bit ``i`` for
+        ``messages[i]``). Made for generalization, which asks about the same few
+        derived atoms (skeletons) on the same recent messages again and again: the
+        atoms go into a second engine that keeps them, so each is parsed once, and
+        each message is matched again only after new atoms came in.
+
+        >>> e = AtomEngine()
+        >>> e.sample_bits(["/a/b", "//c"], [b"<a><b/></a>", b"<c/>", b"<a><b/><c/></a>"])
+        {'/a/b': 5, '//c': 6}
+        """
+        atoms = list(dict.fromkeys(atoms))
+        probe = self._probe
+        if probe is None:
+            probe = self._probe = AtomEngine()
+        for atom in atoms:
+            if atom not in probe:
+                probe.acquire(atom)
+        size, seen = len(probe), self._probed
+        bits = dict.fromkeys(atoms, 0)
+        for i, message in enumerate(messages):
+            held = seen.get(id(message))
+            if held is None or held[0] is not message or held[1] != size:
+                held = (message, size, probe.match(message))
+                seen[id(message)] = held
+            seen.move_to_end(id(message))
+            matched = held[2]
+            for atom in atoms:
+                if atom in matched:
+                    bits[atom] |= 1 << i
+        while len(seen) > _PROBED:
+            seen.popitem(last=False)
+        return bits
+
+
+_PROBED = 512  # messages whose sample_bits answers are kept
+
+
+class LinkMatcher:
+    """Reference-counted conjunctions per link over an :class:`AtomEngine` (its own,
+    or ``engine`` shared with other matchers)."""
+
+    def __init__(self, engine: AtomEngine | None = None) -> None:
         self._conj: dict[str, Counter[Conjunction]] = {}
         self._atom_refs: Counter[str] = Counter()
         self._by_atom: dict[str, set[tuple[str, Conjunction]]] = {}
         self._always: Counter[str] = Counter()  # links with an empty (always-true) conjunction
-        self._prefixes: dict[str, str] = {}
-        self._engine = Engine()
+        self.engine = engine if engine is not None else AtomEngine()
+        self._size: SizeModel | None = None  # made by the first stats(), kept up to date after
 
     @property
     def links(self) -> list[str]:
         """Links with at least one conjunction."""
-        return sorted(link for link, c in self._conj.items() if c)
+        return sorted(self._conj)
 
     def conjunctions(self, link: str) -> frozenset[Conjunction]:
         return frozenset(self._conj.get(link, ()))
@@ -57,6 +169,10 @@ class LinkMatcher:
         """Distinct conjunctions of ``link``."""
         return len(self._conj.get(link, ()))
 
+    def total(self) -> int:
+        """Distinct ``(link, conjunction)`` pairs."""
+        return sum(len(c) for c in self._conj.values())
+
     def add(self, link: str, conj: Conjunction) -> bool:
         """Add one reference; True if the conjunction is new for this link."""
         counts = self._conj.setdefault(link, Counter())
@@ -69,7 +185,9 @@ class LinkMatcher:
             self._by_atom.setdefault(atom, set()).add((link, conj))
             self._atom_refs[atom] += 1
             if self._atom_refs[atom] == 1:
-                self._add_atom(atom)
+                self.engine.acquire(atom)
+                if self._size is not None:
+                    self._size.add(atom)
         return True
 
     def discard(self, link: str, conj: Conjunction) -> bool:
@@ -90,59 +208,56 @@ class LinkMatcher:
             self._atom_refs[atom] -= 1
             if not self._atom_refs[atom]:
                 del self._atom_refs[atom], self._by_atom[atom]
-                self._engine.remove(atom)
+                self.engine.release(atom)
+                if self._size is not None:
+                    self._size.remove(atom)
         return True
 
-    def _add_atom(self, atom: str) -> None:
-        known = len(self._prefixes)
-        text = engine_text(atom, self._prefixes)
-        if len(self._prefixes) != known:
-            # The engine binds prefixes when it is built: a new namespace URI means a
-            # new engine with every atom re-added (rare: URIs come with new schemas).
-            self._engine = Engine({p: uri for uri, p in self._prefixes.items()})
-            for other in self._atom_refs:
-                if other != atom:
-                    self._engine.add(other, engine_text(other, self._prefixes))
-        self._engine.add(atom, text)
-
-    def match_atoms(self, message) -> frozenset[str]:
-        """The atoms ``message`` matches."""
-        return self._engine.match(message) if self._atom_refs else frozenset()
+    def close(self) -> None:
+        """Forget everything, releasing the atoms from the engine (a matcher that is
+        replaced must not keep its atoms alive in a shared engine)."""
+        for atom in self._atom_refs:
+            self.engine.release(atom)
+        for state in (self._conj, self._atom_refs, self._by_atom, self._always):
+            state.clear()
+        self._size = None
 
     def route(self, message) -> set[str]:
         """Links whose conjunctions ``message`` satisfies (XML bytes or a
-        :class:`formats.Message`)."""
+        :class:`formats.Message`). Work that can only lead to links already chosen
+        is skipped: their conjunctions are not counted, and once every link is
+        chosen the engine is not asked (all links always-true) or its remaining
+        matches are not looked at."""
         chosen = set(self._always)
-        if len(chosen) == len(self._conj):
+        wanted = len(self._conj)
+        if len(chosen) == wanted:
             return chosen
         seen: Counter[tuple[str, Conjunction]] = Counter()
-        for atom in self.match_atoms(message):
-            for key in self._by_atom[atom]:
+        by_atom = self._by_atom
+        for atom in self.engine.match(message):
+            keys = by_atom.get(atom)
+            if keys is None:
+                continue  # an atom of another matcher sharing the engine
+            for key in keys:
                 link, conj = key
                 if link in chosen:
                     continue
                 seen[key] += 1
                 if seen[key] == len(conj):
                     chosen.add(link)
+                    if len(chosen) == wanted:
+                        return chosen
         return chosen
 
     def stats(self) -> dict[str, int]:
-        """Links, conjunctions, distinct atoms, NFA states and guards (predicates)."""
-        e = self._engine.stats()
-        return {"links": len(self._conj), "conjunctions": sum(len(c) for c in self._conj.values()),
-                "atoms": len(self._atom_refs), "nfa_states": e["nfa_states"], "guards": e["guards"]}
+        """Links, conjunctions, distinct atoms, and the NFA states and guards
+        (predicates) the atoms need in a YFilter engine of their own (see
+        :class:`~routing.budget.SizeModel`: an upper bound on what
+        :class:`yfilter.Engine` builds, exact unless two predicates are written
+        differently but mean the same)."""
+        if self._size is None:
+            self._size = SizeModel(self._atom_refs)
+        size = self._size.size()
+        return {"links": len(self._conj), "conjunctions": self.total(), "atoms": size["atoms"],
+                "nfa_states": size["nfa_states"], "guards": size["guards"]}
 
-
-def match_atoms(atoms: Iterable[str], messages: list) -> dict[str, int]:
-    """For each atom, a bit mask of the ``messages`` it matches (bit ``i`` for
-    ``messages[i]``), from one throw-away engine over all of them."""
-    prefixes: dict[str, str] = {}
-    texts = {a: engine_text(a, prefixes) for a in atoms}
-    engine = Engine({p: uri for uri, p in prefixes.items()})
-    for atom, text in texts.items():
-        engine.add(atom, text)
-    bits = dict.fromkeys(texts, 0)
-    for i, message in enumerate(messages):
-        for atom in engine.match(message) if texts else ():
-            bits[atom] |= 1 << i
-    return bits

@@ -13,13 +13,16 @@ size saved to filtering power lost, until the view fits the target budget:
 
 Size saved is the change of the :class:`~routing.budget.SizeModel`, each measure
 weighted by one over its limit (only measures over the target count). Filtering
-power lost is the expected number of extra (message, link) forwardings on the sample:
-a conjunction's forwarding probability is ``(n + π) / (K + 1)`` where ``n`` counts
-the ``K`` sample messages it matches (atoms' matches are bit masks) and ``π`` — one
-pseudo-message — is the product over its atoms of ``(matches + mass) / (K + 1)``;
-``mass`` is 1/2 for an exact atom and the masses it replaced for a generalized one,
-so merging values never seen or dropping a predicate still costs something. Links
-combine their conjunctions as independent.
+power lost is the expected number of extra (message, link) forwardings: a link's
+forwarding probability is ``(n + π) / (K + 1)`` where ``n`` counts the ``K`` sample
+messages the link's query matches (atoms' matches are bit masks; a conjunction
+matches where all its atoms do, a link where any conjunction does) and ``π`` is one
+pseudo-message: the chance that a fresh message matches, with each conjunction
+independent and matching with the product over its atoms of ``(matches + mass) /
+(K + 1)``; ``mass`` is 1/2 for an exact atom and the masses it replaced for a
+generalized one, so merging values never seen or dropping a predicate still costs
+something. The sample bounds what a big link can be believed to let through, so
+routing everything down a link costs what it should.
 
 The search is lazy: candidates wait in a heap with the price they had when pushed;
 the best is re-priced when it comes out and applied only if it is still the best.
@@ -143,6 +146,9 @@ class Plan:
 
 
 _FINEST_FIRST = {"merge": 0, "forget": 1, "strip": 2, "drop": 3, "shorten": 4, "common": 5}  # ties: lose the least
+_KINDS = frozenset(_FINEST_FIRST)
+_COARSE = frozenset({"merge", "drop", "shorten", "common"})  # one candidate per group of atoms
+_COARSE_UNTIL = 4.0  # the coarse search runs while the view is more than this many times the target
 
 
 @dataclass
@@ -161,6 +167,10 @@ class _Planner:
     def __init__(self, items: Iterable[tuple[str, Conjunction]], bits: Bits, n_samples: int) -> None:
         self.view: dict[str, set[Conjunction]] = defaultdict(set)
         self.where: dict[str, set[tuple[str, Conjunction]]] = {}
+        self.links_of: dict[str, Counter[str]] = {}  # atom -> links using it (with counts)
+        self.link_atoms: Counter[str] = Counter()     # link -> distinct atoms it uses
+        # Per (link, conjunction), once bits are known: (sample mask, log(1 - prior)).
+        self.est: dict[tuple[str, Conjunction], tuple[int, float]] | None = None
         self.index: dict[str, dict] = {kind: defaultdict(set) for kind in ("drop", "strip", "merge", "shorten")}
         self.model = SizeModel()
         for link, conj in items:
@@ -176,27 +186,47 @@ class _Planner:
             derived.update(filter(None, (A.skeleton(a), s, s and A.skeleton(s), s and A.shorten(s))))
             derived.update(A.strip_steps(a))
         self._need(derived)
-        self.log_q = {link: self._log_q(link) for link in self.view}  # log P(link not forwarded)
+        self.cover: dict[str, list[int]] = defaultdict(lambda: [0] * self.k)  # conjunctions matching sample i
+        self.union: Counter[str] = Counter()                  # sample messages the link matches
+        self.log_q: dict[str, float] = defaultdict(float)    # log P(no conjunction matches a fresh one)
+        self.est = {}
+        for link, conjs in self.view.items():
+            for conj in conjs:
+                self._count(link, conj, self._est(conj))
         self.plan = Plan()
 
     # -- the view ---------------------------------------------------------------------
     def _put(self, link: str, conj: Conjunction) -> None:
+        if conj in self.view[link]:
+            return
         self.view[link].add(conj)
+        if self.est is not None:
+            self._count(link, conj, self._est(conj))
         for a in conj:
             places = self.where.get(a)
             if places is None:
                 places = self.where[a] = set()
+                self.links_of[a] = Counter()
                 self.model.add(a)
                 self._index(a, True)
             places.add((link, conj))
+            self.links_of[a][link] += 1
+            if self.links_of[a][link] == 1:
+                self.link_atoms[link] += 1
 
     def _take(self, link: str, conj: Conjunction) -> None:
         self.view[link].discard(conj)
+        self._uncount(link, conj)
         for a in conj:
             places = self.where[a]
             places.discard((link, conj))
+            links = self.links_of[a]
+            links[link] -= 1
+            if not links[link]:
+                del links[link]
+                self.link_atoms[link] -= 1
             if not places:
-                del self.where[a]
+                del self.where[a], self.links_of[a]
                 self.model.remove(a)
                 self._index(a, False)
 
@@ -220,22 +250,53 @@ class _Planner:
         if missing:
             self.bits.update(self.bits_fn(missing))
 
-    def _p_conj(self, conj: Iterable[str], masses: dict[str, float] | None = None) -> float:
+    def _est(self, conj: Iterable[str], masses: dict[str, float] | None = None) -> tuple[int, float]:
+        """(sample messages the conjunction matches, log(1 - its prior))."""
         mask, prior = self.full, 1.0
         for a in conj:
             bits = self.bits[a]
             mask &= bits
             m = masses[a] if masses and a in masses else self.mass.get(a, 1.0)
             prior *= (bits.bit_count() + m) / (self.k + 1)
-        return min((mask.bit_count() + prior) / (self.k + 1), 1.0 - 1e-9)
+        return mask, math.log1p(-min(prior, 1.0 - 1e-9))
 
-    def _log_q(self, link: str) -> float:
-        return sum(math.log1p(-self._p_conj(c)) for c in self.view[link])
+    def _count(self, link: str, conj: Conjunction, est: tuple[int, float]) -> None:
+        self.est[(link, conj)] = est
+        mask, log_q = est
+        self.log_q[link] += log_q
+        cover = self.cover[link]
+        for i in _ones(mask):
+            cover[i] += 1
+            if cover[i] == 1:
+                self.union[link] += 1
 
-    def _lost(self, changes: dict[str, float]) -> float:
-        """Extra forwardings (in sample messages) if each link's log q changed by ``changes``."""
-        return (self.k + 1) * sum(math.exp(self.log_q[link]) - math.exp(self.log_q[link] + d)
-                                  for link, d in changes.items())
+    def _uncount(self, link: str, conj: Conjunction) -> None:
+        mask, log_q = self.est.pop((link, conj))
+        self.log_q[link] -= log_q
+        cover = self.cover[link]
+        for i in _ones(mask):
+            cover[i] -= 1
+            if not cover[i]:
+                self.union[link] -= 1
+
+    def _lost(self, changes: dict[str, list]) -> float:
+        """Extra forwardings (in sample messages, plus the pseudo-message) if each
+        link's conjunctions changed by ``changes``: link -> ``(old, new)`` estimate
+        pairs, ``None`` for a conjunction that goes or comes."""
+        lost = 0.0
+        for link, pairs in changes.items():
+            cover, bit_delta, d_log = self.cover[link], Counter(), 0.0
+            for old, new in pairs:
+                if old is not None:
+                    bit_delta.subtract(_ones(old[0]))
+                    d_log -= old[1]
+                if new is not None:
+                    bit_delta.update(_ones(new[0]))
+                    d_log += new[1]
+            d_union = sum((cover[i] + d > 0) - (cover[i] > 0) for i, d in bit_delta.items() if d)
+            log_q = self.log_q[link]
+            lost += d_union + math.exp(log_q) - math.exp(min(log_q + d_log, 0.0))
+        return max(lost, 0.0)
 
     # -- candidates -------------------------------------------------------------------------
     def candidate(self, kind: str, key) -> _Candidate | None:
@@ -290,12 +351,12 @@ class _Planner:
 
     def price(self, c: _Candidate, weights: dict[str, float]) -> None:
         """Size saved (weighted) over filtering power lost."""
-        changes: dict[str, float] = defaultdict(float)
+        changes: dict[str, list] = defaultdict(list)
         if c.kind == "common":
-            gone = {a for conj in self.view[c.key] for a in conj
-                    if all(link == c.key for link, _ in self.where[a])}
+            gone = {a for conj in self.view[c.key] for a in conj if len(self.links_of[a]) == 1}
             c.delta = self.model.delta(gone, c.conj)
-            changes[c.key] = math.log1p(-self._p_conj(c.conj)) - self.log_q[c.key]
+            changes[c.key] = [(self.est[(c.key, conj)], None) for conj in self.view[c.key]]
+            changes[c.key].append((None, self._est(c.conj)))
         else:
             places = self._places(c)
             if c.kind == "forget":
@@ -306,8 +367,7 @@ class _Planner:
                 c.delta = self.model.delta(c.group, [c.result])
                 masses = {c.result: self._result_mass(c)}
             for link, conj in places:
-                changes[link] += (math.log1p(-self._p_conj(self._rewrite(c, conj), masses))
-                                  - math.log1p(-self._p_conj(conj)))
+                changes[link].append((self.est[(link, conj)], self._est(self._rewrite(c, conj), masses)))
         gain = -sum(w * c.delta[k] for k, w in weights.items())
         c.score = gain / (self._lost(changes) + 1e-6) if gain > 0 else 0.0
 
@@ -320,15 +380,18 @@ class _Planner:
                 self.mass.setdefault(a, 1.0)
             self._put(c.key, c.conj)
             self.plan.common[c.key] = c.conj
-            touched = {c.key}
         else:
             places = self._places(c)
+            repriced = set()
             if c.kind != "forget":
                 self.mass[c.result] = self._result_mass(c)
+                repriced = self.where.get(c.result, set()) - places  # the result's mass changed
             for link, conj in places:
                 self._take(link, conj)
                 self._put(link, self._rewrite(c, conj))
-            touched = {link for link, _ in places}
+            for link, conj in repriced:
+                self._uncount(link, conj)
+                self._count(link, conj, self._est(conj))
             if c.kind == "drop":
                 self.plan.rules.drop(c.result)
             elif c.kind == "strip":
@@ -339,8 +402,6 @@ class _Planner:
                 self.plan.rules.merge(c.key, c.summary, c.result)
             else:
                 self.plan.rules.forget(c.key)
-        for link in touched:
-            self.log_q[link] = self._log_q(link)
 
     def _keys(self, atoms: Iterable[str]) -> list[tuple[str, object]]:
         out = []
@@ -363,11 +424,34 @@ class _Planner:
             size = self.model.size()
             return {k: 1.0 / max(lim, 1) for k, lim in limits.items() if size[k] > lim}
 
+        def over() -> float:
+            size = self.model.size()
+            return max(size[k] / max(lim, 1) for k, lim in limits.items())
+
+        if weights():
+            self._saturated()
+        # Far over the target only the kinds that act on whole groups are searched
+        # (few candidates, big steps); close to it, atom by atom too.
+        self._search(weights, _COARSE, lambda: over() <= _COARSE_UNTIL)
+        self._search(weights, _KINDS, lambda: not weights())
+        self._fallback(limits)
+        for link in self.plan.common:
+            (self.plan.common[link],) = self.view[link]
+        return self.plan
+
+    def _search(self, weights: Callable[[], dict[str, float]], kinds: frozenset[str],
+                done: Callable[[], bool]) -> None:
+        """The lazy greedy over candidates of ``kinds`` until ``done()``."""
         heap: list = []
         seq = 0
+        common_at: dict[str, int] = {}  # link -> its size when "common" was last priced
 
         def push(kind: str, key, w: dict[str, float]) -> None:
             nonlocal seq
+            if kind not in kinds:
+                return
+            if kind == "common":
+                common_at[key] = self.link_atoms[key]
             c = self.candidate(kind, key)
             if c is None:
                 return
@@ -376,14 +460,15 @@ class _Planner:
                 seq += 1
                 heapq.heappush(heap, (-c.score, _FINEST_FIRST[kind], seq, kind, key))
 
+        if done():
+            return
         w = weights()
-        if w:
-            keys = {(kind, key) for kind in self.index for key in self.index[kind]}
-            keys |= {("forget", a) for a in self.where}
-            keys |= {("common", link) for link in self.view}
-            for kind, key in sorted(keys, key=repr):
-                push(kind, key, w)
-        while w and heap:
+        keys = {(kind, key) for kind in self.index for key in self.index[kind]}
+        keys |= {("forget", a) for a in self.where}
+        keys |= {("common", link) for link in self.view}
+        for kind, key in sorted(keys, key=repr):
+            push(kind, key, w)
+        while heap and not done():
             _, _, _, kind, key = heapq.heappop(heap)
             c = self.candidate(kind, key)
             if c is None:
@@ -401,12 +486,25 @@ class _Planner:
             for kind2, key2 in self._keys(new):
                 push(kind2, key2, w)
             if c.kind != "common":
-                for link in {link for a in new for link, _ in self.where.get(a, ())}:
-                    push("common", link, w)
-        self._fallback(limits)
-        for link in self.plan.common:
-            (self.plan.common[link],) = self.view[link]
-        return self.plan
+                # Pricing "common" reads the whole link: do it again only once the
+                # link has shrunk by a quarter, not after every change to it.
+                for link in {link for a in new for link in self.links_of.get(a, ())}:
+                    if self.link_atoms[link] <= 0.75 * common_at.get(link, math.inf):
+                        push("common", link, w)
+
+    def _saturated(self) -> None:
+        """Links whose query matches every sample message become the conjunction
+        their conjunctions all imply (often: route everything) before anything else:
+        the sample says it costs at most the pseudo-message, and the big links near
+        a tree's root, which would take the longest to price atom by atom, are
+        usually such links."""
+        if not self.k:
+            return
+        for link in sorted(self.view):
+            if self.union[link] == self.k and len(self.view[link]) > 1:
+                c = self.candidate("common", link)
+                self.price(c, {})
+                self.apply(c)
 
     def _fallback(self, limits: dict[str, int]) -> None:
         """Links that still do not fit route everything (one empty conjunction),
@@ -416,6 +514,16 @@ class _Planner:
             if all(size[k] <= lim for k, lim in limits.items()):
                 break
             self.apply(_Candidate("common", link, conj=frozenset()))
+
+
+def _ones(mask: int) -> list[int]:
+    """Positions of the set bits of ``mask``."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def plan_view(items: Iterable[tuple[str, Conjunction]], bits: Bits, n_samples: int, target: Budget) -> Plan:

@@ -10,7 +10,7 @@
 ...      "delta_messages": 1, "delta_bytes": 30, "table_mismatches": 0,
 ...      "tables": {"count": 1, "atoms": {"total": 2, "mean": 2.0, "max": 2}}, "timings": {"total": 0.1}}
 >>> print(table(r).splitlines()[2])
-link messages                          1            2   0.500
+link messages                           1            2   0.500
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from routing.dnf import RoutingQuery
 from routing.generalize import Budget, GeneralizedView
-from routing.matcher import LinkMatcher
+from routing.matcher import AtomEngine, LinkMatcher
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,18 @@ class RoutingTable:
 
     With a ``budget`` the table routes with a generalized view that fits it (see
     :mod:`routing.generalize`); contributions, entries and deltas stay exact.
-    ``samples`` is how many recent messages measure what generalizing costs."""
+    ``samples`` is how many recent messages measure what generalizing costs.
+    ``engine`` shares one :class:`~routing.matcher.AtomEngine` among tables (the
+    tables of a broker's trees, or every table of a simulation); by default the
+    table has its own."""
 
-    def __init__(self, broker: str, budget: Budget | None = None, *, samples: int = 32) -> None:
+    def __init__(self, broker: str, budget: Budget | None = None, *, samples: int = 32,
+                 engine: AtomEngine | None = None) -> None:
         self.broker = broker
         self._contrib: dict[str, dict[str, tuple[int, RoutingQuery | None]]] = {}
-        self._exact = LinkMatcher()
-        self._view = GeneralizedView(budget, samples) if budget is not None else None
+        engine = engine if engine is not None else AtomEngine()
+        self._exact = LinkMatcher(engine)
+        self._view = GeneralizedView(budget, samples, engine=engine) if budget is not None else None
 
     @property
     def budget(self) -> Budget | None:
@@ -112,7 +117,7 @@ class RoutingTable:
         that is due (see :meth:`GeneralizedView.due`)."""
         if self._view is None:
             return self._exact.route(message)
-        self._view.observe(message)
+        message = self._view.observe(message)
         if self._view.due(self._exact):
             self._view.rebuild(self._exact)
         return self._view.matcher.route(message)

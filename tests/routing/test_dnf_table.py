@@ -8,7 +8,6 @@ import pytest
 import routing.dnf
 import routing.table
 from routing.dnf import TRUE, map_profile
-from routing.overlay import builtin
 from routing.table import Delta, RoutingTable
 from yfilter import Engine
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
@@ -116,30 +115,3 @@ def test_delta_json_round_trip():
     d = Delta("q", 3, map_profile("/a[b or c]"))
     assert Delta.from_json(d.to_json()) == d
     assert Delta.from_json(Delta("q", 4, None).to_json()).query is None
-
-
-def test_figure4_overlay_collect_and_aggregate_up_the_tree():
-    """Q1, Q2 hosted at b5 and Q3 at b6: b4 routes per link, b2 and b1 route the union."""
-    ov = builtin("figure4")
-    tree = ov.tree("b1")
-    q = {"Q1": "/nitf[head/pubdata/@edition.area = 'SF']",
-         "Q2": "/nitf//tobject.subject[@tobject.subject.type = 'Stock']",
-         "Q3": "/nitf[head/title]//hl1"}
-    hosts = {"Q1": "b5", "Q2": "b5", "Q3": "b6"}
-    tables = {b: RoutingTable(b) for b in ov.brokers}
-    for pid, host in hosts.items():
-        delta = Delta(pid, 1, map_profile(q[pid]))
-        below = host
-        for broker in tree.path_to_root(host)[1:]:  # reverse-path forwarding of the delta
-            tables[broker].apply(below, delta)
-            below = broker
-    assert tables["b4"].links == ["b5", "b6"]
-    assert tables["b2"].links == ["b4"] and tables["b1"].links == ["b2"]
-    assert tables["b3"].links == [] and tables["b5"].links == []
-    assert tables["b4"].entry("b5") == map_profile(q["Q1"]) | map_profile(q["Q2"])
-    assert tables["b2"].entry("b4") == tables["b1"].entry("b2") == (
-        map_profile(q["Q1"]) | map_profile(q["Q2"]) | map_profile(q["Q3"]))
-    assert [d.profile_id for d in tables["b4"].aggregate()] == ["Q1", "Q2", "Q3"]
-    sf = b"<nitf><head><pubdata edition.area='SF'/></head></nitf>"
-    assert tables["b1"].route(sf) == {"b2"} and tables["b4"].route(sf) == {"b5"}
-    assert tables["b1"].route(b"<nitf><head/></nitf>") == set()

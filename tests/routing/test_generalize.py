@@ -15,11 +15,12 @@ import routing.generalize
 import routing.matcher
 import routing.planner
 from routing import atoms as A
-from routing.dnf import map_profile
+from routing.dnf import engine_text, map_profile
 from routing.budget import Budget, BudgetError, SizeModel
 from routing.generalize import GeneralizedView
 from routing.matcher import LinkMatcher
 from routing.table import Delta, RoutingTable
+from yfilter import Engine
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
 
 SCHEMA = Schema.nitf()
@@ -125,6 +126,30 @@ def test_size_model_prices_changes_like_the_engine_counts_them():
     after = SizeModel(["/a/b", "/a//c", "/a/b/d"]).size()
     delta = model.delta(atoms[:2], ["/a/b"])
     assert {k: model.size()[k] + delta[k] for k in delta} == after
+
+
+@pytest.mark.parametrize("seed, kw", [
+    (1, dict(n_preds=(3, 5), n_nested=2)),
+    (2, dict(n_preds=(0, 2), n_nested=2, rich=0.5, p_star=0.3, p_desc=0.3)),
+])
+def test_size_model_is_a_tight_upper_bound_of_the_engine(seed, kw):
+    """Tables report sizes with the model: never less than yfilter builds (so a view
+    within budget is within budget in the engine), and within 1% of it."""
+    gen = ProfileGenerator(SCHEMA, seed=seed, distinct=False, **kw)
+    atoms = sorted({a for p in gen.batch(1500) for c in map_profile(p) for a in c})
+    prefixes: dict = {}
+    texts = {a: engine_text(a, prefixes) for a in atoms}
+    engine = Engine({p: uri for uri, p in prefixes.items()})
+    for a, text in texts.items():
+        engine.add(a, text)
+    real = engine.stats()
+    model = SizeModel(atoms).size()
+    for key in ("nfa_states", "guards"):
+        assert real[key] <= model[key] <= 1.01 * real[key]
+    m = LinkMatcher()
+    for a in atoms:
+        m.add("l", frozenset({a}))
+    assert {k: m.stats()[k] for k in model} == model
 
 
 def test_budget_parse_and_errors():

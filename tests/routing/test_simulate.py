@@ -1,0 +1,116 @@
+"""The simulator: exact deliveries under churn, replays and reordering, with and
+without generalization; deterministic; a command line that writes JSON and a plot."""
+
+import doctest
+import json
+
+import pytest
+
+import routing.placement
+import routing.report
+import routing.workload
+from routing.budget import Budget
+from routing.placement import Subscription
+from routing.simulate import Config, Simulation, SimulationError, main
+
+SMALL = dict(brokers=14, profiles=400, messages=30, churn=0.5, sources=2, replay=0.3, samples=6)
+
+
+@pytest.mark.parametrize("module", [routing.placement, routing.report, routing.workload])
+def test_docstring_examples(module):
+    assert doctest.testmod(module).failed == 0
+
+
+def _run(**kw) -> dict:
+    return Simulation(Config(**{**SMALL, **kw})).run()
+
+
+def _correct(r: dict) -> None:
+    assert r["false_negatives"] == 0
+    assert r["delivery_mismatches"] == 0
+    assert r["deliveries"] == r["expected_deliveries"]
+    assert r["profiles_delivered_exactly"] == r["profiles_with_matches"]
+    assert r["table_mismatches"] == 0
+    assert r["ideal_link_messages"] <= r["link_messages"] <= r["flooding_link_messages"]
+    assert r["link_messages"] - r["false_positive_link_messages"] == r["ideal_link_messages"]
+    assert r["link_bytes"] <= r["flooding_link_bytes"]
+
+
+@pytest.mark.parametrize("interests", ["uniform", "geo"])
+@pytest.mark.parametrize("generalize", [False, True])
+def test_every_profile_gets_exactly_its_messages_under_churn(interests, generalize):
+    r = _run(interests=interests, generalize=generalize, budget=Budget(atoms=60, predicates=30),
+             seed=3 if generalize else 4)
+    _correct(r)
+    assert r["expected_deliveries"] > 0
+    churned = r["profiles"]
+    assert churned["added"] > SMALL["profiles"] and churned["updated"] and churned["deleted"]
+    if generalize:
+        assert r["tables"]["atoms"]["max"] <= 60 < r["tables"]["exact_atoms"]["max"]
+        assert r["tables"]["rebuilds"]["total"] > 0
+    else:
+        assert r["false_positive_link_messages"] == 0  # exact tables only relax nested paths
+
+
+def test_runs_are_deterministic():
+    a, b = _run(seed=9, messages=12), _run(seed=9, messages=12)
+    a.pop("timings"), b.pop("timings")
+    assert a == b
+
+
+def test_placement_is_pluggable_and_checked():
+    hosts = []
+
+    def first_broker(sub: Subscription) -> str:
+        hosts.append(sub.home)
+        return "b1"
+
+    r = Simulation(Config(**{**SMALL, "churn": 0.0}), placement=first_broker).run()
+    _correct(r)
+    assert len(hosts) == SMALL["profiles"]
+    with pytest.raises(SimulationError, match="unknown broker"):
+        Simulation(Config(**SMALL), placement=lambda sub: "nowhere").run()
+
+
+def test_real_corpus_messages(tmp_path):
+    corpus = "/work/shared/corpus/news"
+    r = _run(corpus=corpus, profiles=200, messages=15, churn=0.2)
+    _correct(r)
+    assert r["flooding_link_bytes"] > 15 * 1000 * (r["overlay"]["brokers"] - 1) / 2
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(brokers=1), "at least 2 brokers"),
+    (dict(sources=99), "--sources"),
+    (dict(replay=1.0), "--replay"),
+    (dict(interests="local"), "unknown --interests"),
+])
+def test_bad_configs_are_refused(bad, message):
+    with pytest.raises(SimulationError, match=message):
+        Simulation(Config(**{**SMALL, **bad}))
+
+
+def test_command_line_writes_json_and_plot(tmp_path, capsys):
+    out = tmp_path / "sim.json"
+    code = main(["--brokers", "10", "--profiles", "150", "--messages", "8", "--churn", "0.3", "--seed", "2",
+                 "--generalize", "--budget", "atoms=40", "--interests", "geo", "--json", str(out), "--quiet"])
+    assert code == 0
+    r = json.loads(out.read_text())
+    for key in ("false_negatives", "expected_deliveries", "deliveries", "link_messages",
+                "flooding_link_messages", "link_bytes", "flooding_link_bytes"):
+        assert key in r
+    assert r["config"]["budget"] == {"atoms": 40, "states": None, "predicates": None}
+    assert (tmp_path / "sim.png").stat().st_size > 10_000
+    printed = capsys.readouterr().out
+    assert "link messages" in printed and "false negatives" in printed
+
+
+def test_command_line_help_and_errors(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    assert "--generalize" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--budget", "rooms=3"])
+    assert main(["--brokers", "1", "--quiet"]) == 2
+    assert "at least 2 brokers" in capsys.readouterr().err
