@@ -23,7 +23,9 @@ from yfilter.values import number
 
 XML_NS = "http://www.w3.org/XML/1998/namespace"
 
-_NCNAME = r"[A-Za-z_\u00C0-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD][\w.\-\u00B7\u0300-\u036F\u203F-\u2040\u00C0-\uFFFD]*"
+_NAME_START = (r"A-Za-z_\u00C0-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F"
+               r"\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD")
+_NCNAME = rf"[{_NAME_START}][\w.\-\u00B7\u0300-\u036F\u203F-\u2040\u00C0-\uFFFD]*"
 _TOKEN = re.compile(
     rf"""(?P<ws>\s+)
       | (?P<name>{_NCNAME}(?::{_NCNAME})?)

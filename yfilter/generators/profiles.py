@@ -34,8 +34,8 @@ class ProfileGenerator:
 
     def __init__(self, schema: Schema, *, depth: int = 6, p_star: float = 0.2,
                  p_desc: float = 0.2, n_preds: int | tuple[int, int] = 0, n_nested: int = 0,
-                 nested_values: float = 0.5, skew: float = 0.0, distinct: bool = True, rich: float = 0.0,
-                 seed: int = 0) -> None:
+                 nested_values: float = 0.5, skew: float = 0.0, distinct: bool = True,
+                 rich: float = 0.0, seed: int = 0) -> None:
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self.schema = schema
