@@ -30,6 +30,7 @@ from __future__ import annotations
 from itertools import product
 
 from yfilter import ast
+from yfilter.flwr import is_flwr, parse_flwr
 from yfilter.parser import parse
 
 Conjunction = frozenset[str]
@@ -43,8 +44,12 @@ TRUE: RoutingQuery = frozenset({frozenset()})
 
 
 def map_profile(profile: str | ast.Path) -> RoutingQuery:
-    """The routing query of a filtering profile (text or parsed :class:`ast.Path`)."""
-    path = parse(profile) if isinstance(profile, str) else profile
+    """The routing query of a profile: a filter (text or parsed :class:`ast.Path`) or
+    a transformation profile's text, whose for/where is its matching part."""
+    if isinstance(profile, str):
+        path = parse_flwr(profile).filter_path() if is_flwr(profile) else parse(profile)
+    else:
+        path = profile
     return frozenset(_prune(c) for c in _spine(path.steps, path.tail, ""))
 
 
