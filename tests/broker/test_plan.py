@@ -130,3 +130,25 @@ def test_flooding_sends_every_message_down_every_link_of_the_tree():
     assert not [r for r in _from_source(routed, GOOD) if r[0].startswith(topics.BROKER_PREFIX)]
     links = sorted(r[0] for r in _from_source(flooded, GOOD) if r[0].startswith(topics.BROKER_PREFIX))
     assert links == [topics.broker_topic("b2"), topics.broker_topic("b3")]
+
+
+def test_a_transformation_profile_below_a_link_is_routed_to_and_delivers_its_results():
+    """ONYX's Q3 shape: the FLWR text's for/where goes up as the routing query; the
+    hosting broker delivers one constructed document per binding, as the engine does."""
+    text = ('for $n in $msg/nitf where $n/head/title = "SF" '
+            'return <hit>{$n/head/title}</hit>')
+    b2 = _state("b2")
+    body = {"op": "add", "profile_id": "q", "version": 1, "text": text, "delivery_topic": "onyx.deliver.q"}
+    (up,) = b2.apply("query", b"q", json.dumps(body).encode(), [("onyx-flow", b"query")], "t")
+    assert up[0] == topics.broker_topic("b1")
+    b1 = _state("b1")
+    assert all(r[0] != topics.DEAD_LETTER
+               for r in b1.apply("query", up[1], up[2], up[3], topics.broker_topic("b1")))
+    b1_plan = _plan(b1)
+    other = GOOD.replace(b"SF", b"LA")
+    assert not [r for r in _from_source(b1_plan, other) if r[0] == topics.broker_topic("b2")]
+    (link,) = [r for r in _from_source(b1_plan, GOOD) if r[0] == topics.broker_topic("b2")]
+    rows = _plan(b2).process(topics.broker_topic("b2"), link[1], link[2], link[3], 0, 1)
+    (result,) = [r for r in rows if r[0] == "onyx.deliver.q"]
+    assert result[1] == b"q" and result[2] == b"<hit><title>SF</title></hit>"
+    assert dict(result[3])["onyx-message-id"] == b"news-0-7"
