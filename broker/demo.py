@@ -1,15 +1,16 @@
 """``make run`` / ``onyx demo``: the six-broker overlay of ONYX Figure 4, for real.
 
 Starts Kafka, the registration service and six brokers (streaming queries of one
-Spark application); registers ONYX's example profiles Q1-Q3 (Q1 and Q2 near broker
-b5, Q3 near b6, as in ONYX Figure 6) and a few thousand generated ones through the
-HTTP API; waits until the routing tables have converged; publishes generated NITF
-messages, the news-agency files of ``../shared/corpus/news/`` (when present) and one
-malformed message to the source topic with a Kafka producer; then reads every
-delivery topic and compares what each subscriber received with a centralized engine
-holding every profile (the reference). It prints a summary and stops everything.
-Exit status 0 only if every subscriber received exactly what the reference says and
-the malformed message reached the dead-letter topic.
+Spark application); registers ONYX's transformation profiles Q1-Q3 (Q1 and Q2 near
+broker b5, Q3 near b6, as in ONYX Figure 6) and a few thousand generated filters
+through the HTTP API; waits until the routing tables have converged; publishes
+generated NITF messages, the news-agency files of ``../shared/corpus/news/`` (when
+present), two stock stories for Q1 and Q2 and one malformed message to the source
+topic with a Kafka producer; then reads every delivery topic and compares what each
+subscriber received (and, for Q1-Q3, the documents they construct) with a
+centralized engine holding every profile (the reference). It prints a summary and
+stops everything. Exit status 0 only if every subscriber received exactly what the
+reference says and the malformed message reached the dead-letter topic.
 """
 
 from __future__ import annotations
@@ -28,11 +29,27 @@ from yfilter import Engine, MessageError
 from yfilter.generators import ProfileGenerator, Schema
 
 NAMED = {
-    # name: (profile, broker the subscriber is near)
-    "Q1": ("/nitf[head/pubdata/@edition.area = 'SF']", "b5"),
-    "Q2": ("/nitf[.//tobject.subject/@tobject.subject.type = 'Stock']", "b5"),
-    "Q3": ("/nitf[head/docdata/series/@series.name = 'Tide Forecasts']//body.content", "b6"),
+    # name: (transformation profile as ONYX section 2 writes it, broker the subscriber is near)
+    "Q1": ('for $n in $msg/nitf where $n/head/pubdata/@edition.area = "SF" '
+           'and $n//tobject.subject/@tobject.subject.type = "Stock" '
+           "return <stock_news> {$n/body/body.head/hedline} {$n/body/body.content} </stock_news>", "b5"),
+    "Q2": ('for $n in $msg/nitf where $n//tobject.subject/@tobject.subject.type = "Stock" '
+           "and $n/head/docdata/urgency/@ed-urg <= 2 "
+           "return <urgent_stock> {$n/head/title} </urgent_stock>", "b5"),
+    "Q3": ('for $n in $msg/nitf where $n/head/docdata/series/@series.name = "Tide Forecasts" '
+           "return <tides> {$n/head/title} {$n/body/body.content} </tides>", "b6"),
 }
+STOCK_NEWS = [
+    # Two stories for Q1 and Q2 (random NITF seldom has both an SF edition and a Stock subject).
+    ("stock-sf", b"<nitf><head><title>Bay Area shares rally</title><tobject><tobject.subject "
+                 b"tobject.subject.type='Stock'/></tobject><docdata><urgency ed-urg='4'/></docdata>"
+                 b"<pubdata edition.area='SF'/></head><body><body.head><hedline><hl1>Tech stocks up"
+                 b"</hl1></hedline></body.head><body.content><p>Shares rose 3%.</p></body.content>"
+                 b"</body></nitf>"),
+    ("stock-urgent", b"<nitf><head><title>Trading halted</title><tobject><tobject.subject "
+                     b"tobject.subject.type='Stock'/></tobject><docdata><urgency ed-urg='1'/>"
+                     b"</docdata><pubdata edition.area='NY'/></head><body/></nitf>"),
+]
 MALFORMED = b"<nitf><head><title>unclosed</head></nitf>"
 
 
@@ -42,7 +59,9 @@ class DemoResult:
 
     expected: dict[str, set[str]] = field(default_factory=dict)   # message id -> profile ids
     refused: set[str] = field(default_factory=set)                 # names of malformed messages
+    expected_docs: dict[tuple[str, str], list[bytes]] = field(default_factory=dict)  # Q1-Q3 results
     received: dict[str, set[str]] = field(default_factory=dict)
+    received_docs: dict[tuple[str, str], list[bytes]] = field(default_factory=dict)
     dead_letters: list[tuple[str, str]] = field(default_factory=list)  # (key, reason)
     forwarded: int = 0
     flooding: int = 0
@@ -50,7 +69,9 @@ class DemoResult:
     @property
     def ok(self) -> bool:
         exact = all(self.received.get(m, set()) == p for m, p in self.expected.items())
-        return exact and self.refused <= {k for k, _ in self.dead_letters}
+        same_docs = all(sorted(self.received_docs.get(k, [])) == sorted(docs)
+                        for k, docs in self.expected_docs.items())
+        return exact and same_docs and self.refused <= {k for k, _ in self.dead_letters}
 
 
 def register(api_url: str, overlay_brokers: list[str], n_generated: int, seed: int,
@@ -72,19 +93,24 @@ def register(api_url: str, overlay_brokers: list[str], n_generated: int, seed: i
 
 
 def reference(profiles: dict[str, tuple[str, str]], docs: list[tuple[str, bytes]],
-              ids: list[str]) -> tuple[dict[str, set[str]], set[str]]:
+              ids: list[str]) -> DemoResult:
     """The centralized answer, one engine over every profile: the profile ids per
-    message id, and the names of the messages it refuses (they must be dead-lettered)."""
+    message id, the documents Q1-Q3 construct, and the names of the messages it
+    refuses (they must be dead-lettered)."""
     engine = Engine()
     for pid, (_, text) in profiles.items():
         engine.add(pid, text)
-    expected, refused = {}, set()
+    named = {pid for pid, (name, _) in profiles.items() if name in NAMED}
+    result = DemoResult()
     for mid, (name, doc) in zip(ids, docs):
         try:
-            expected[mid] = set(engine.match(doc))
+            results = engine.run(doc)
         except MessageError:
-            refused.add(name)
-    return expected, refused
+            result.refused.add(name)
+            continue
+        result.expected[mid] = set(results)
+        result.expected_docs.update(((mid, pid), results[pid]) for pid in named & set(results))
+    return result
 
 
 def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 200, corpus=None,
@@ -102,17 +128,28 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
         + ", ".join(f"{b} {n}" for b, n in tables.items()))
 
     docs = list(messages_from([corpus] if corpus.is_dir() else [], generate=messages, seed=seed))
+    docs += STOCK_NEWS
     docs.append(("malformed", MALFORMED))
     names = [topics.delivery_topic(b) for b in brokers] + [topics.DEAD_LETTER]
     reader = TopicTail(cluster.bootstrap_servers, names)
     forwarded_before = sum(j.status()["forwarded"] for j in cluster.jobs.values())
     source = sorted(cluster.overlay.sources)[0]
-    n_corpus = len(docs) - messages - 1
+    n_corpus = len(docs) - messages - len(STOCK_NEWS) - 1
     say(f"  publishing {len(docs)} messages to {topics.source_topic(source)}: {messages} generated NITF, "
-        f"{n_corpus} corpus files" + ("" if corpus.is_dir() else f" (no corpus at {corpus})") + ", 1 malformed")
+        f"{n_corpus} corpus files" + ("" if corpus.is_dir() else f" (no corpus at {corpus})")
+        + f", {len(STOCK_NEWS)} stock stories, 1 malformed")
     ids = publish(cluster.bootstrap_servers, topics.source_topic(source), docs, progress=progress)
-    result = DemoResult(*reference(registered, docs, ids))
+    result = reference(registered, docs, ids)
     received: dict[str, set[str]] = defaultdict(set)
+    received_docs: dict[tuple[str, str], list[bytes]] = defaultdict(list)
+
+    def take(r) -> None:
+        pid = r.key.decode()
+        if pid in registered:
+            mid = dict(r.headers)["onyx-message-id"].decode()
+            received[mid].add(pid)
+            if registered[pid][0] in NAMED:
+                received_docs[(mid, pid)].append(r.value)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -120,18 +157,19 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
                 if r.topic == topics.DEAD_LETTER:
                     result.dead_letters.append((r.key.decode(errors="replace"),
                                                 dict(r.headers).get("onyx-reason", b"").decode(errors="replace")))
-                elif r.key.decode() in registered:
-                    received[dict(r.headers)["onyx-message-id"].decode()].add(r.key.decode())
+                else:
+                    take(r)
             dead = {k for k, _ in result.dead_letters}
             if result.refused <= dead and all(received.get(m, set()) >= p for m, p in result.expected.items()):
                 cluster.wait_idle(timeout=timeout)
                 for r in reader:  # anything still in flight (there should be nothing)
-                    if r.topic != topics.DEAD_LETTER and r.key.decode() in registered:
-                        received[dict(r.headers)["onyx-message-id"].decode()].add(r.key.decode())
+                    if r.topic != topics.DEAD_LETTER:
+                        take(r)
                 break
     finally:
         reader.close()
     result.received = dict(received)
+    result.received_docs = dict(received_docs)
     result.forwarded = sum(j.status()["forwarded"] for j in cluster.jobs.values()) - forwarded_before
     result.flooding = (len(docs) - 1) * (len(brokers) - 1)
     summarize(result, registered, say)
@@ -145,20 +183,29 @@ def summarize(result: DemoResult, registered: dict[str, tuple[str, str]], say) -
     say(f"  {'subscriber':<12} {'received':>9} {'expected':>9}  profile")
     for pid, (name, text) in registered.items():
         if name in NAMED:
-            say(f"  {name:<12} {got[pid]:>9} {want[pid]:>9}  {text}")
+            say(f"  {name:<12} {got[pid]:>9} {want[pid]:>9}  {_short(text)}")
     gen = [pid for pid, (name, _) in registered.items() if name not in NAMED]
     say(f"  {'generated':<12} {sum(got[p] for p in gen):>9} {sum(want[p] for p in gen):>9}  "
         f"{len(gen)} profiles, {sum(1 for p in gen if got[p])} of them received something")
     say(f"  links: {result.forwarded} messages forwarded between brokers; flooding would send "
         f"{result.flooding}")
+    for (_, pid), docs in sorted(result.received_docs.items(), key=lambda kv: registered[kv[0][1]][0]):
+        say(f"  {registered[pid][0]} result: {_short(docs[0].decode(errors='replace'))}")
     for key, reason in result.dead_letters:
         say(f"  dead letter {key}: {reason}")
     wrong = [m for m, p in result.expected.items() if result.received.get(m, set()) != p]
+    wrong += sorted({m for (m, pid), docs in result.expected_docs.items()
+                     if sorted(result.received_docs.get((m, pid), [])) != sorted(docs)} - set(wrong))
     if result.ok:
         say("  ok: every subscriber received exactly what the centralized engine says")
     else:
         say(f"  FAILED: {len(wrong)} messages delivered differently from the reference (e.g. {wrong[:3]})"
             + "; dead letters missing for: " + ", ".join(sorted(result.refused - {k for k, _ in result.dead_letters})))
+
+
+def _short(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def run(profiles: int = 2000, messages: int = 200, corpus=None, timeout: float = 300.0, out=None) -> int:

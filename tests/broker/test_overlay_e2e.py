@@ -182,5 +182,7 @@ def test_the_demo_reports_exact_deliveries_for_its_subscribers(cluster, tmp_path
     result = demo.run_on(cluster, lines.append, profiles=150, messages=15, corpus=tmp_path, progress=False)
     assert result.ok, "\n".join(lines)
     assert sum(map(len, result.expected.values())) > 0 and result.refused == {"malformed"}
+    assert len(result.expected_docs) >= 2  # Q1 and Q2 construct documents from the stock stories
+    assert any(line.strip().startswith("Q1 result: <stock_news>") for line in lines)
     assert any(line.strip().startswith("Q1 ") for line in lines)
     assert lines[-1].strip() == "ok: every subscriber received exactly what the centralized engine says"
