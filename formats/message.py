@@ -18,7 +18,7 @@ and the XML declaration are not kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 from lxml import etree
 
@@ -59,23 +59,106 @@ def parse_xml(data: bytes | str) -> etree._Element:
         raise FormatError(f"malformed XML: {exc}") from None
 
 
-@dataclass(slots=True, eq=False)
+class _Lazy:
+    """A column computed on first use and then stored on the instance, where later
+    reads find it as a plain attribute (no ``__set__``: the instance wins)."""
+
+    def __init__(self, compute: Callable[["Message"], list]) -> None:
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, m: "Message | None", owner: type) -> "list | _Lazy":
+        if m is None:
+            return self
+        value = m.__dict__[self.name] = self.compute(m)
+        return value
+
+
 class Message:
     """An XML message as a preorder element table (see the module docstring).
 
     Names use lxml's Clark notation: ``'{uri}local'`` for a namespaced element or
     attribute, ``'local'`` otherwise. ``nsmaps[i]`` holds only the namespace
     declarations made on element ``i`` (prefix -> uri; ``None`` is the default).
+
+    ``attrs``, ``ends``, ``parents`` and ``nsmaps`` may be left out: they are then
+    computed on first use (see :meth:`lazy`), so that a receiver that only walks
+    names and depths never builds them.
     """
 
-    tags: list[str] = field(default_factory=list)
-    depths: list[int] = field(default_factory=list)
-    attrs: list[dict[str, str]] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    tails: list[str] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
-    parents: list[int] = field(default_factory=list)
-    nsmaps: list[dict[str | None, str]] = field(default_factory=list)
+    def __init__(
+        self,
+        tags: list[str] | None = None,
+        depths: list[int] | None = None,
+        attrs: list[dict[str, str]] | None = None,
+        texts: list[str] | None = None,
+        tails: list[str] | None = None,
+        ends: list[int] | None = None,
+        parents: list[int] | None = None,
+        nsmaps: list[dict[str | None, str]] | None = None,
+    ) -> None:
+        self.tags = [] if tags is None else tags
+        self.depths = [] if depths is None else depths
+        self.texts = [] if texts is None else texts
+        self.tails = [] if tails is None else tails
+        for name, column in (("attrs", attrs), ("ends", ends), ("parents", parents), ("nsmaps", nsmaps)):
+            if column is not None:
+                self.__dict__[name] = column
+
+    @classmethod
+    def lazy(
+        cls,
+        tags: list[str],
+        depths: list[int],
+        texts: list[str],
+        tails: list[str],
+        attrs: Callable[[], list[dict[str, str]]] | None = None,
+        nsmaps: dict[int, dict[str | None, str]] | None = None,
+    ) -> "Message":
+        """A message whose attribute maps ``attrs()`` builds on first use (none if
+        ``None``), whose namespace declarations are given sparsely (element ->
+        declarations), and whose ends and parents follow from ``depths`` when first
+        used. The caller vouches that ``depths`` describe one tree (``depths[0] == 1``,
+        each next depth at least 2 and at most one more than the one before).
+
+        >>> m = Message.lazy(["a", "b"], [1, 2], ["", "x"], ["", ""])
+        >>> m.ends, m.parents, m.attrs
+        ([2, 2], [-1, 0], [{}, {}])
+        """
+        m = cls.__new__(cls)
+        d = m.__dict__
+        d["tags"], d["depths"], d["texts"], d["tails"] = tags, depths, texts, tails
+        d["_attrs"], d["_ns"] = attrs, nsmaps
+        return m
+
+    @_Lazy
+    def attrs(self) -> list[dict[str, str]]:
+        """Attributes per element: name -> value."""
+        build = self.__dict__.get("_attrs")
+        return build() if build is not None else [{} for _ in self.tags]
+
+    @_Lazy
+    def nsmaps(self) -> list[dict[str | None, str]]:
+        """Namespace declarations made on each element: prefix -> URI."""
+        sparse = self.__dict__.get("_ns") or {}
+        return [dict(sparse[i]) if i in sparse else {} for i in range(len(self.tags))]
+
+    @_Lazy
+    def ends(self) -> list[int]:
+        """Per element, the index one past its last descendant."""
+        parents, ends = tree_links(self.depths)
+        self.__dict__["parents"] = parents
+        return ends
+
+    @_Lazy
+    def parents(self) -> list[int]:
+        """Per element, its parent's index (``-1`` for the root)."""
+        parents, ends = tree_links(self.depths)
+        self.__dict__["ends"] = ends
+        return parents
 
     def __len__(self) -> int:
         return len(self.tags)
@@ -108,9 +191,13 @@ class Message:
     @classmethod
     def from_element(cls, root: etree._Element) -> "Message":
         """Build a message from a parsed lxml element (comments and PIs dropped)."""
-        m = cls()
-        tags, depths, attrs, texts = m.tags, m.depths, m.attrs, m.texts
-        tails, parents, nsmaps = m.tails, m.parents, m.nsmaps
+        tags: list[str] = []
+        depths: list[int] = []
+        attrs: list[dict[str, str]] = []
+        texts: list[str] = []
+        tails: list[str] = []
+        parents: list[int] = []
+        nsmaps: list[dict[str | None, str]] = []
         index: dict[etree._Element, int] = {}
         for node in root.iter():
             tag = node.tag
@@ -148,12 +235,12 @@ class Message:
             parents.append(p)
             ns = node.nsmap
             nsmaps.append({k: u for k, u in ns.items() if parent_ns.get(k) != u} if ns else {})
-        m.ends = ends = [i + 1 for i in range(len(tags))]
+        ends = [i + 1 for i in range(len(tags))]
         for i in range(len(tags) - 1, 0, -1):
             p = parents[i]
             if ends[i] > ends[p]:
                 ends[p] = ends[i]
-        return m
+        return cls(tags, depths, attrs, texts, tails, ends, parents, nsmaps)
 
     def to_xml(self) -> bytes:
         """Serialize back to XML text (UTF-8, no declaration)."""
@@ -183,3 +270,28 @@ class Message:
             # from a parse (a corrupted binary payload, say), so it is a format error.
             raise FormatError(f"message cannot be serialized as XML: {exc}") from None
         return nodes[0]
+
+
+def tree_links(depths: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Parents and subtree ends of the elements of one tree given by preorder depths.
+
+    >>> tree_links([1, 2, 3, 2])
+    ([-1, 0, 1, 0], [4, 3, 3, 4])
+    """
+    n = len(depths)
+    # at[d] is the latest element seen at depth d: in preorder that is the open
+    # element at depth d, the parent of the next element at depth d + 1.
+    at = [-1] * (max(depths, default=0) + 1)
+    parents: list[int] = []
+    add = parents.append
+    for i, d in enumerate(depths):
+        add(at[d - 1])
+        at[d] = i
+    ends = list(range(1, n + 1))
+    # A subtree ends where its last child's does. Going backwards, children come
+    # before their parent and the last child first: it is the one that finds its
+    # parent's end still unset.
+    for i, p in zip(range(n - 1, 0, -1), reversed(parents)):
+        if ends[p] == p + 1:
+            ends[p] = ends[i]
+    return parents, ends

@@ -1,32 +1,40 @@
 """The element stream: a message's element table in msgpack, decoded without parsing.
 
-Layout (one msgpack array, columnar so that decoding is mostly one C-level
-``msgpack.unpackb`` call and a few C-level ``map``s)::
+Layout (one msgpack array, columnar so that decoding is one C-level
+``msgpack.unpackb`` call, a few C-level ``map``/``split`` calls and no Python loop
+over the elements)::
 
-    [kind, dict_version, dict_digest, names, codes, depths, attrs, texts, tails, ns]
+    [kind, dict_version, dict_digest, names, codes, depths, text, counts, keys, values, ns]
 
-* ``kind`` -- 1 for ``stream``, 2 for ``stream-dict`` (a new layout gets new kinds);
+* ``kind`` -- 3 for ``stream``, 4 for ``stream-dict`` (1 and 2 were the layout with
+  one msgpack map per element; a new layout gets new kinds);
 * ``dict_version``, ``dict_digest`` -- the dictionary a ``stream-dict`` payload was
   encoded with (``nil`` for ``stream``);
-* ``names`` -- Clark names the codes refer to: every element name of the message for
-  ``stream``; for ``stream-dict`` only names missing from the dictionary, whose codes
-  continue after the dictionary's (the escape for unknown names);
+* ``names`` -- Clark names the codes refer to: every element and attribute name of
+  the message for ``stream``; for ``stream-dict`` only names missing from the
+  dictionary, whose codes continue after the dictionary's (the escape for unknown
+  names);
 * ``codes`` -- element names as integers, in document (pre)order, packed in a msgpack
-  ``bin``: one byte each, or two (little-endian) if a code exceeds 255 -- ``list()``
-  of it yields ints without a per-item type check;
+  ``bin``: one byte each, or two (little-endian) if a code exceeds 255 --
+  ``map(table.__getitem__, blob)`` turns them into names in C;
 * ``depths`` -- element depths (root = 1), packed the same way; parents and subtree
-  ends follow from them and are recomputed on decode, which also proves the tree is
-  well formed;
-* ``attrs`` -- one map per element: name -> value for ``stream`` (msgpack builds the
-  dicts in C), code -> value for ``stream-dict``;
-* ``texts``, ``tails`` -- text before the first child and after the end tag;
+  ends follow from them and are computed only if a consumer asks (the engine's walk
+  needs names and depths only, its predicates the rest);
+* ``text`` -- one string: each element's text before its first child, then the
+  text after each end tag but the root's, joined by NUL (a character XML text
+  cannot contain), so one ``str.split`` gives every text node back;
+* ``counts`` -- the number of attributes of each element, packed like the codes;
+  ``keys`` -- their name codes in document order, packed likewise; ``values`` --
+  their values joined by NUL. The per-element maps are built on first use;
 * ``ns`` -- namespace declarations, flattened ``[element, prefix or nil, uri, ...]``.
 
 Decoding checks everything the engine relies on -- one well-formed tree, valid XML
-names, strings where strings belong -- so a corrupted payload is a
-:class:`FormatError`, never a crash later. It does not re-scan texts for characters
-XML forbids (C0 controls): such a text still matches as it is, and
-:meth:`Message.to_xml` refuses it with a :class:`FormatError`.
+names, strings where strings belong, columns of matching lengths -- so a corrupted
+payload is a :class:`FormatError`, never a crash later: what is built on first use
+cannot fail. It does not re-scan texts for characters XML forbids (C0 controls):
+such a text still matches as it is, and :meth:`Message.to_xml` refuses it with a
+:class:`FormatError`. A payload naming an attribute twice on one element (the
+encoder never writes one) keeps the last value, for matching and ``to_xml`` alike.
 
 >>> from formats.message import Message
 >>> m = Message.from_xml(b"<a x='1'>hi<b/>there</a>")
@@ -38,23 +46,24 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Callable
-from itertools import chain, compress, repeat
+from collections.abc import Sequence
+from itertools import chain, compress, islice
+from operator import sub
 from typing import TYPE_CHECKING
 
 import msgpack
 
 from formats.errors import FormatError
 from formats.message import MAX_DEPTH, Message
-from formats.names import check_names, check_prefix, check_uri, known_names
+from formats.names import check_names, check_prefix, check_uri
 
 if TYPE_CHECKING:
     from formats.dictionary import Dictionary
 
-_KIND_STREAM = 1
-_KIND_STREAM_DICT = 2
-_FIELDS = 10
-_EMPTY: dict = {}
+_KIND_STREAM = 3
+_KIND_STREAM_DICT = 4
+_FIELDS = 11
+_SEP = "\x00"  # not an XML character: it cannot occur in a text or attribute value
 
 
 class StreamCodec:
@@ -76,88 +85,94 @@ class StreamCodec:
         """Encode a message table (see the module docstring for the layout)."""
         m = message
         n = len(m.tags)
-        if not n or any(len(col) != n for col in (m.depths, m.attrs, m.texts, m.tails, m.nsmaps)):
+        attrs = m.attrs
+        if not n or any(len(col) != n for col in (m.depths, attrs, m.texts, m.tails)):
             raise FormatError("cannot encode an empty or inconsistent message table")
+        attr_names = list(chain.from_iterable(attrs))
         if self.needs_dictionary:
-            names, codes, attrs = _codes_with_dictionary(m, dictionary)
+            names, index = _index_with_dictionary(m.tags, attr_names, dictionary)
             head = [self.kind, dictionary.version, dictionary.digest]
         else:
-            names = list(dict.fromkeys(m.tags))
+            names = list(dict.fromkeys(chain(m.tags, attr_names)))
             index = {name: code for code, name in enumerate(names)}
-            codes = list(map(index.__getitem__, m.tags))
-            attrs = m.attrs
             head = [self.kind, None, None]
+        code = index.__getitem__
+        try:
+            text = _SEP.join(chain(m.texts, islice(m.tails, 1, None)))
+            values = _SEP.join(chain.from_iterable(map(dict.values, attrs)))
+        except TypeError as exc:
+            raise FormatError(f"cannot encode message: {exc}") from None
+        if text.count(_SEP) != 2 * n - 2 or values.count(_SEP) != max(len(attr_names) - 1, 0):
+            raise FormatError("cannot encode a text or attribute value containing NUL")
         nsmaps = m.nsmaps
         ns = [x for i in compress(range(n), nsmaps) for p, u in nsmaps[i].items() for x in (i, p, u)]
         try:
-            columns = [names, _pack_ints(codes), _pack_ints(m.depths), attrs, m.texts, m.tails, ns]
+            columns = [
+                names,
+                _pack_ints(list(map(code, m.tags))),
+                _pack_ints(m.depths),
+                text,
+                _pack_ints(list(map(len, attrs))),
+                _pack_ints(list(map(code, attr_names))),
+                values,
+                ns,
+            ]
             return msgpack.packb(head + columns)
         except (TypeError, ValueError, OverflowError) as exc:
             raise FormatError(f"cannot encode message: {exc}") from None
 
     def decode(self, payload: bytes, dictionary: Dictionary | None) -> Message:
         """Decode and validate a payload; :class:`FormatError` if it is not one."""
-        # Every check below is a C-level pass (or one short Python loop): decoding is
-        # on every broker's receive path and must stay well under an XML parse.
+        # Every check below is a C-level pass: decoding is on every broker's receive
+        # path and must stay well under an XML parse plus walking lxml's tree.
         try:
-            fields = msgpack.unpackb(payload, strict_map_key=False)
+            fields = msgpack.unpackb(payload)
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise FormatError(f"{self.name} payload is not valid msgpack: {exc}") from None
         if type(fields) is not list or len(fields) != _FIELDS:
             raise FormatError(f"{self.name} payload does not have the element stream layout")
-        kind, version, digest, names, codes, depths, attrs, texts, tails, ns = fields
+        kind, version, digest, names, codes, depths, text, counts, keys, values, ns = fields
         if kind != self.kind:
             raise FormatError(f"payload is not {self.name} (layout kind {kind!r})")
-        if not (type(names) is type(attrs) is type(texts) is type(tails) is type(ns) is list):
+        if not (type(names) is type(ns) is list and type(text) is type(values) is str):
             raise FormatError(f"{self.name} payload does not have the element stream layout")
-        n = len(texts)
-        if not n or not len(attrs) == len(tails) == n:
-            raise FormatError(f"{self.name} payload has columns of different lengths")
-        check_names(names)
-        table = self._name_table(names, version, digest, dictionary)
+        texts = text.split(_SEP)
+        if not len(texts) & 1:
+            raise FormatError(f"{self.name} payload has an even number of text nodes")
+        n = (len(texts) + 1) >> 1
+        tails = texts[n - 1 :]
+        tails[0] = ""  # the root has no tail: its slot holds the last text
+        del texts[n:]
+        if names:
+            check_names(names)
+        table = self._name_table(names, version, digest, dictionary) if self.needs_dictionary else names
+        name = table.__getitem__
+        if type(codes) is not bytes or len(codes) != n:
+            codes = _unpack_ints(codes, n)
         try:  # codes come from bytes, so never negative: a bad one is an IndexError
-            tags = list(map(table.__getitem__, _unpack_ints(codes, n)))
+            tags = list(map(name, codes))
         except IndexError:
             raise FormatError(f"{self.name} payload has element codes outside its name table") from None
-        packed = _unpack_ints(depths, n)
-        parents, ends = _structure(packed)
-        depths = list(packed)
-        owners = list(compress(attrs, attrs))  # the elements that have attributes
-        try:  # join refuses anything but strings, dict.values anything but dicts, in C
-            "".join(texts)
-            "".join(tails)
-            "".join(chain.from_iterable(map(dict.values, owners)))
-        except TypeError:
-            raise FormatError(f"{self.name} payload has texts or attributes of the wrong type") from None
-        if len(owners) + attrs.count(_EMPTY) != n:  # the others must all be empty maps
-            raise FormatError(f"{self.name} payload has attributes that are not maps")
-        if tails[0]:
-            raise FormatError(f"{self.name} payload has a tail after the root element")
-        if self.needs_dictionary:
-            by_code = dictionary.by_code
-            if names:
-                by_code = {**by_code, **dict(enumerate(names, len(dictionary.names)))}
-            _rename_attributes(attrs, by_code.__getitem__)
-        elif not known_names(chain.from_iterable(owners)):
-            check_names(list(chain.from_iterable(owners)))
-        return Message(
-            tags=tags,
-            depths=depths,
-            attrs=attrs,
-            texts=texts,
-            tails=tails,
-            ends=ends,
-            parents=parents,
-            nsmaps=_namespaces(ns, n),
-        )
+        if type(depths) is not bytes or len(depths) != n:
+            depths = _unpack_ints(depths, n)
+        _check_tree(depths)
+        counts = _unpack_ints(counts, n)
+        total = sum(counts)
+        try:
+            keys = list(map(name, _unpack_ints(keys, total)))
+        except IndexError:
+            raise FormatError(f"{self.name} payload has attribute codes outside its name table") from None
+        values = values.split(_SEP) if total else [] if not values else None
+        if values is None or len(values) != total:
+            raise FormatError(f"{self.name} payload has {total} attributes but other values")
+        attrs = (lambda: _attribute_maps(counts, keys, values)) if total else None
+        return Message.lazy(tags, list(depths), texts, tails, attrs, _namespaces(ns, n) if ns else None)
 
     def _name_table(
-        self, names: list[str], version: object, digest: object, dictionary: Dictionary | None
-    ) -> list[str] | tuple[str, ...]:
-        """Names by code: the payload's own for ``stream``; the dictionary's, then
-        the payload's escaped ones, for ``stream-dict``."""
-        if not self.needs_dictionary:
-            return names
+        self, names: list[str], version: object, digest: object, dictionary: Dictionary
+    ) -> tuple[str, ...]:
+        """Names by code for ``stream-dict``: the dictionary's, then the payload's
+        escaped ones."""
         if version != dictionary.version or digest != dictionary.digest:
             raise FormatError(
                 f"payload was encoded with dictionary version {version!r} of its source, "
@@ -166,42 +181,27 @@ class StreamCodec:
         return dictionary.names + tuple(names) if names else dictionary.names
 
 
-def _rename_attributes(attrs: list[dict], name: Callable[[int], str]) -> None:
-    """Replace the codes keying ``stream-dict`` attributes by names, in place
-    (``name`` is a dict lookup: msgpack integers may be negative)."""
-    try:
-        for i in compress(range(len(attrs)), attrs):
-            a = attrs[i]
-            attrs[i] = dict(zip(map(name, a), a.values()))
-    except (KeyError, TypeError):
-        raise FormatError("stream-dict payload has attribute codes outside its name table") from None
-
-
-def _codes_with_dictionary(
-    m: Message, dictionary: Dictionary
-) -> tuple[list[str], list[int], list[dict[int, str]]]:
-    """Element codes and code-keyed attributes; names the dictionary lacks are
-    appended to a per-message table (codes from ``len(dictionary)`` on)."""
+def _index_with_dictionary(
+    tags: list[str], attr_names: list[str], dictionary: Dictionary
+) -> tuple[list[str], dict[str, int]]:
+    """The escaped names and the code of every name: the dictionary's, and for names
+    it lacks (rare: the schema or the learning sample did not have them) codes from
+    ``len(dictionary)`` on."""
     index = dictionary.index
-    local: list[str] = []
-    try:
-        return local, *_coded(m, index)
-    except KeyError:
-        # Rare (a name the schema or the learning sample did not have): extend the index.
-        seen = dict.fromkeys(chain(m.tags, chain.from_iterable(m.attrs)))
-        local = [name for name in seen if name not in index]
-        extended = {**index, **{name: len(index) + k for k, name in enumerate(local)}}
-        return local, *_coded(m, extended)
+    seen = set(tags).union(attr_names)
+    if seen.issubset(index.keys()):
+        return [], index
+    local = [name for name in dict.fromkeys(chain(tags, attr_names)) if name not in index]
+    return local, {**index, **{name: len(index) + k for k, name in enumerate(local)}}
 
 
-def _coded(m: Message, index: dict[str, int]) -> tuple[list[int], list[dict[int, str]]]:
-    code = index.__getitem__
-    codes = list(map(code, m.tags))
-    attrs = list(m.attrs)
-    for i in compress(range(len(attrs)), attrs):
-        a = attrs[i]
-        attrs[i] = dict(zip(map(code, a), a.values()))
-    return codes, attrs
+def _attribute_maps(counts: Sequence[int], keys: list[str], values: list[str]) -> list[dict[str, str]]:
+    """The per-element attribute maps of the flat columns (built on first use)."""
+    attrs: list[dict[str, str]] = [{} for _ in counts]
+    pairs = zip(keys, values)
+    for i in compress(range(len(counts)), counts):
+        attrs[i] = dict(islice(pairs, counts[i]))
+    return attrs
 
 
 def _pack_ints(values: list[int]) -> bytes:
@@ -229,51 +229,33 @@ def _unpack_ints(blob: object, n: int) -> bytes | list[int]:
     raise FormatError("element stream integer column has the wrong type or length")
 
 
-def _structure(depths: bytes | list[int]) -> tuple[list[int], list[int]]:
-    """Parents and subtree ends from preorder depths; :class:`FormatError` unless the
-    depths describe one tree (root at 1, each step down by at most one level)."""
-    if depths[0] != 1 or min(depths[1:], default=2) < 2:
+def _check_tree(depths: bytes | list[int]) -> None:
+    """:class:`FormatError` unless preorder depths (at least one) describe one tree:
+    root at 1, no other element at 1 or 0, each step down by at most one level."""
+    if depths[0] != 1 or depths.count(1) != 1 or 0 in depths:
         raise FormatError("element stream must have exactly one root element, at depth 1")
-    deepest = max(depths)
-    if deepest > MAX_DEPTH:
+    if len(depths) > 1 and max(map(sub, depths[1:], depths)) > 1:
+        i = next(i for i in range(1, len(depths)) if depths[i] > depths[i - 1] + 1)
+        raise FormatError(f"element {i} at depth {depths[i]} skips a level below depth {depths[i - 1]}")
+    if type(depths) is not bytes and max(depths) > MAX_DEPTH:  # one byte holds at most 255
         raise FormatError(f"elements are nested deeper than the limit of {MAX_DEPTH}")
-    # at[d] is the latest element seen at depth d: with steps down of at most one
-    # level, that is the open element at depth d, the parent of the next at d + 1.
-    at = [-1] * (deepest + 1)
-    parents: list[int] = []
-    add = parents.append
-    previous = 0
-    for i, d in enumerate(depths):
-        if d > previous + 1:
-            raise FormatError(f"element {i} at depth {d} skips a level below depth {previous}")
-        add(at[d - 1])
-        at[d] = i
-        previous = d
-    n = len(depths)
-    ends = list(range(1, n + 1))
-    # A subtree ends where its last child's does. Going backwards, children come
-    # before their parent and the last child first: it is the one that finds its
-    # parent's end still unset.
-    for i, p in zip(range(n - 1, 0, -1), reversed(parents)):
-        if ends[p] == p + 1:
-            ends[p] = ends[i]
-    return parents, ends
 
 
-def _namespaces(ns: list, n: int) -> list[dict[str | None, str]]:
-    nsmaps = list(map(dict.copy, repeat(_EMPTY, n)))
+def _namespaces(ns: list, n: int) -> dict[int, dict[str | None, str]]:
+    """The declarations per element that declares any (validated)."""
     if len(ns) % 3:
         raise FormatError("element stream namespace list is not made of triples")
+    out: dict[int, dict[str | None, str]] = {}
     it = iter(ns)
     for i, prefix, uri in zip(it, it, it):
         if type(i) is not int or not 0 <= i < n:
             raise FormatError(f"namespace declaration on a missing element {i!r}")
-        declared = nsmaps[i]
+        declared = out.setdefault(i, {})
         prefix = check_prefix(prefix)
         if prefix in declared or (check_uri(uri) == "" and prefix is not None):
             raise FormatError(f"bad namespace declaration {prefix!r}={uri!r} on element {i}")
         declared[prefix] = uri
-    return nsmaps
+    return out
 
 
 STREAM = StreamCodec("stream", _KIND_STREAM)

@@ -90,26 +90,39 @@ class Contents:
 class TableDoc:
     """A :class:`formats.Message` seen through the operator interface."""
 
-    __slots__ = ("msg", "tags", "depths", "attrs", "parents", "ends", "texts", "tails")
+    __slots__ = ("msg", "tags", "depths", "texts", "tails")
 
     def __init__(self, msg: Message) -> None:
         self.msg = msg
-        self.tags, self.depths, self.attrs = msg.tags, msg.depths, msg.attrs
-        self.parents, self.ends = msg.parents, msg.ends
+        self.tags, self.depths = msg.tags, msg.depths
         self.texts, self.tails = msg.texts, msg.tails
+
+    # A decoded message builds these on first use (formats.Message.lazy): a walk
+    # that never evaluates a predicate never pays for them.
+    @property
+    def attrs(self) -> list[dict[str, str]]:
+        return self.msg.attrs
+
+    @property
+    def ends(self) -> list[int]:
+        return self.msg.ends
+
+    @property
+    def parents(self) -> list[int]:
+        return self.msg.parents
 
     def tag(self, n: int) -> str:
         return self.tags[n]
 
     def attr(self, n: int, name: str) -> str | None:
-        return self.attrs[n].get(name)
+        return self.msg.attrs[n].get(name)
 
     def attr_items(self, n: int):
-        return self.attrs[n].items()
+        return self.msg.attrs[n].items()
 
     def text_nodes(self, n: int) -> list[str]:
         out = [self.texts[n]] if self.texts[n] else []
-        ends, tails = self.ends, self.tails
+        ends, tails = self.msg.ends, self.tails
         j, end = n + 1, ends[n]
         while j < end:
             if tails[j]:
@@ -120,7 +133,7 @@ class TableDoc:
     def string_value(self, n: int) -> str:
         # Not Message.string_value: that appends each descendant's tail right after its
         # text, before the descendant's own children (found by the hypothesis test).
-        texts, tails, ends = self.texts, self.tails, self.ends
+        texts, tails, ends = self.texts, self.tails, self.msg.ends
         end = ends[n]
         if end == n + 1:
             return texts[n]
@@ -136,26 +149,26 @@ class TableDoc:
         return "".join(parts)
 
     def children(self, n: int) -> Iterator[int]:
-        ends = self.ends
+        ends = self.msg.ends
         j, end = n + 1, ends[n]
         while j < end:
             yield j
             j = ends[j]
 
     def descendants(self, n: int) -> Iterable[int]:
-        return range(n + 1, self.ends[n])
+        return range(n + 1, self.msg.ends[n])
 
     def contents(self) -> "Contents":
         texts = set(self.texts)
         texts.update(self.tails)
-        return Contents({attr_atom(k, v) for a in self.attrs for k, v in a.items()}, texts,
+        return Contents({attr_atom(k, v) for a in self.msg.attrs for k, v in a.items()}, texts,
                         set(self.tags),
                         self._string_values)
 
     def _string_values(self) -> list[str]:
         # Children first (reverse document order): each element's string-value is its
         # text, then each child's string-value and tail.
-        texts, tails, ends = self.texts, self.tails, self.ends
+        texts, tails, ends = self.texts, self.tails, self.msg.ends
         out: list = [None] * len(texts)
         for i in range(len(texts) - 1, -1, -1):
             end = ends[i]
@@ -172,7 +185,7 @@ class TableDoc:
         return out
 
     def named_children(self, n: int, test: str) -> Iterator[int]:
-        tags, ends = self.tags, self.ends
+        tags, ends = self.tags, self.msg.ends
         j, end = n + 1, ends[n]
         while j < end:
             if test == "*" or tags[j] == test:
@@ -181,15 +194,15 @@ class TableDoc:
 
     def named_descendants(self, n: int, test: str) -> Iterable[int]:
         if test == "*":
-            return range(n + 1, self.ends[n])
+            return range(n + 1, self.msg.ends[n])
         tags = self.tags
-        return [j for j in range(n + 1, self.ends[n]) if tags[j] == test]
+        return [j for j in range(n + 1, self.msg.ends[n]) if tags[j] == test]
 
     def preceding_siblings(self, n: int) -> Iterator[int]:
-        p = self.parents[n]
+        p = self.msg.parents[n]
         if p < 0:
             return
-        ends = self.ends
+        ends = self.msg.ends
         j = p + 1
         while j < n:
             yield j
