@@ -154,33 +154,40 @@ class BrokerJob:
         return self.query
 
     def _batch(self, df, batch_id: int) -> None:
+        with self._lock:
+            df.persist()  # read from Kafka once, used by the control collect and the data plane
+            try:
+                self._apply_batch(df)
+            finally:
+                df.unpersist()
+
+    def _apply_batch(self, df) -> None:
         from pyspark.sql import functions as F
 
-        with self._lock:
-            control = (df.filter(F.col("flow") != "xml").filter(~F.col("topic").startswith(topics.SOURCE_PREFIX))
-                       .select("topic", "key", "value", "headers", "flow", "partition", "offset")
-                       .orderBy("partition", "offset").collect())
-            out_rows = []
-            before = self.state.version
-            for r in control:
-                headers = [(h["key"], bytes(h["value"])) for h in (r["headers"] or [])]
-                out_rows += self.state.apply(r["flow"], r["key"], r["value"], headers, r["topic"])
-            self._ship_plan()
-            xml = df.filter((F.col("flow") == "xml") | F.col("topic").startswith(topics.SOURCE_PREFIX))
-            result = xml.select("topic", "key", "value", "headers", "partition", "offset").mapInArrow(
-                _arrow_fn(self.settings.broker, self.state.version, self._spec_bc, self.acc), OUT_SCHEMA)
-            if out_rows:
-                result = result.unionByName(self.spark.createDataFrame(
-                    [(t, k, v, [{"key": hk, "value": hv} for hk, hv in h]) for t, k, v, h in out_rows], OUT_SCHEMA))
-            (result.write.format("kafka")
-             .option("kafka.bootstrap.servers", self.settings.bootstrap_servers)
-             .save())
-            # Only after the batch's rows are in Kafka: a crash before this line replays
-            # the batch against the older snapshot, so its deltas are sent again.
-            if self.state.version != before:
-                self._save_snapshot()
-            self.batches += 1
-            self.control_packets += len(control)
+        control = (df.filter(F.col("flow") != "xml").filter(~F.col("topic").startswith(topics.SOURCE_PREFIX))
+                   .select("topic", "key", "value", "headers", "flow", "partition", "offset")
+                   .orderBy("partition", "offset").collect())
+        out_rows = []
+        before = self.state.version
+        for r in control:
+            headers = [(h["key"], bytes(h["value"])) for h in (r["headers"] or [])]
+            out_rows += self.state.apply(r["flow"], r["key"], r["value"], headers, r["topic"])
+        self._ship_plan()
+        xml = df.filter((F.col("flow") == "xml") | F.col("topic").startswith(topics.SOURCE_PREFIX))
+        result = xml.select("topic", "key", "value", "headers", "partition", "offset").mapInArrow(
+            _arrow_fn(self.settings.broker, self.state.version, self._spec_bc, self.acc), OUT_SCHEMA)
+        if out_rows:
+            result = result.unionByName(self.spark.createDataFrame(
+                [(t, k, v, [{"key": hk, "value": hv} for hk, hv in h]) for t, k, v, h in out_rows], OUT_SCHEMA))
+        (result.write.format("kafka")
+         .option("kafka.bootstrap.servers", self.settings.bootstrap_servers)
+         .save())
+        # Only after the batch's rows are in Kafka: a crash before this line replays
+        # the batch against the older snapshot, so its deltas are sent again.
+        if self.state.version != before:
+            self._save_snapshot()
+        self.batches += 1
+        self.control_packets += len(control)
 
     def _ship_plan(self) -> None:
         if self._spec_version == self.state.version and self._spec_bc is not None:
