@@ -66,7 +66,7 @@ def _arrow_fn(broker: str, version: int, spec_bc, acc: dict):
     def process(batches):
         import pyarrow as pa
 
-        plan = cached_plan(broker, version, lambda: pickle.loads(spec_bc.value))
+        plan = None  # compiled on the first message: batches of control packets only need none
         header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         schema = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
                             ("headers", header_type)])
@@ -81,6 +81,10 @@ def _arrow_fn(broker: str, version: int, spec_bc, acc: dict):
                  pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in rows], header_type)], schema=schema)
 
         for batch in batches:
+            if not batch.num_rows:
+                continue
+            if plan is None:
+                plan = cached_plan(broker, version, lambda: pickle.loads(spec_bc.value))
             cols = batch.to_pydict()
             acc["messages"].add(batch.num_rows)
             inbound, early = [], []
