@@ -8,9 +8,8 @@ the root-to-node skeleton of the parts some profile reads, those parts' subtrees
 where values or copies are needed — instead of the whole message.
 
 * :func:`need` reads one profile: a :class:`Need` (paths to keep, each with or
-  without its subtree), or :data:`WHOLE` when it needs the whole message: a filter
-  (its subscriber receives the message itself), or a profile with a position
-  predicate (dropping siblings would renumber them).
+  without its subtree), or :data:`WHOLE` for a filter, whose subscriber receives the
+  message itself.
 * :class:`LinkPlan` merges the needs of the profiles below a link, counted so that
   deletions undo additions; a broker's plan for its parent link is the merge of its
   children's plans and its own profiles' needs, so plans propagate up a tree like
@@ -18,7 +17,9 @@ where values or copies are needed — instead of the whole message.
 * :meth:`Projection.apply` projects a message. The projection keeps every node
   any kept path selects (predicates ignored, so a superset of what the profiles
   select) together with its ancestors and attributes, so each profile's paths select
-  the same nodes in the projection as in the message: the *remainder query* of every
+  the same nodes in the projection as in the message — positions too, since a
+  step's node-set (the children its name test selects) is kept whole — so the
+  *remainder query* of every
   profile below the link is the profile itself. Projecting a projection again with
   a plan of a link further down (a subset of the paths) equals projecting the
   original with it, so each hop projects what it received.
@@ -79,11 +80,11 @@ class Need:
 
 
 def need(text: str, namespaces: Mapping[str, str] | None = None) -> Union[Need, _Whole]:
-    """What profile ``text`` reads of a message: :data:`WHOLE` for a filter or a
-    profile with a position predicate, else the kept paths of a transformation profile.
+    """What profile ``text`` reads of a message: :data:`WHOLE` for a filter, else the
+    kept paths of a transformation profile.
 
-    >>> need("/nitf//hl1") is WHOLE, need("for $n in $msg/a[2] return <r/>") is WHOLE
-    (True, True)
+    >>> need("/nitf//hl1") is WHOLE, need("for $n in $msg/a[2] return <r/>").keeps
+    (True, frozenset({((('/', 'a'),), False)}))
     >>> sorted(render(k) for k in need("for $n in $msg/a return <r>{$n/b/@c}{$n//d}</r>").keeps)
     ['/a', '/a//d (subtree)', '/a/b/@c']
     """
@@ -91,19 +92,12 @@ def need(text: str, namespaces: Mapping[str, str] | None = None) -> Union[Need, 
         return WHOLE
     q = parse_flwr(text, namespaces)
     out: set[Keep] = set()
-    try:
-        binding = _path(q.path.steps, (), out)
-        out.add((binding, False))
-        if q.where is not None:
-            _expr(q.where, binding, out)
-        _constructor(q.ret, binding, out)
-    except _Positional:
-        return WHOLE
+    binding = _path(q.path.steps, (), out)
+    out.add((binding, False))
+    if q.where is not None:
+        _expr(q.where, binding, out)
+    _constructor(q.ret, binding, out)
     return Need(frozenset(out))
-
-
-class _Positional(Exception):
-    """A position predicate: the profile depends on siblings it does not name."""
 
 
 def _path(steps: Iterable[ast.Step], ctx: Skeleton, out: set[Keep]) -> Skeleton:
@@ -116,8 +110,7 @@ def _path(steps: Iterable[ast.Step], ctx: Skeleton, out: set[Keep]) -> Skeleton:
 
 
 def _expr(e: ast.Expr, ctx: Skeleton, out: set[Keep]) -> None:
-    if isinstance(e, (ast.Number, ast.Position)):
-        raise _Positional
+    # Numbers and position() read nothing: the node-set they count in is kept whole.
     if isinstance(e, (ast.And, ast.Or)):
         for i in e.items:
             _expr(i, ctx, out)
@@ -131,8 +124,6 @@ def _expr(e: ast.Expr, ctx: Skeleton, out: set[Keep]) -> None:
 
 
 def _operand(o: ast.Operand, ctx: Skeleton, out: set[Keep]) -> None:
-    if isinstance(o, ast.Position):
-        raise _Positional
     if isinstance(o, ast.RelPath):
         _rel(o, ctx, out, value=True)
     elif isinstance(o, ast.Call):

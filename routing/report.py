@@ -5,7 +5,8 @@
 ...                 "budget": None, "seed": 0},
 ...      "overlay": {"brokers": 2, "trees": 1}, "link_messages": 1, "flooding_link_messages": 2,
 ...      "ideal_link_messages": 1, "false_positive_link_messages": 0, "link_bytes": 10,
-...      "flooding_link_bytes": 20, "false_negatives": 0, "expected_deliveries": 1, "deliveries": 1,
+...      "flooding_link_bytes": 20, "projected_link_bytes": 8, "projected_link_messages": 1,
+...      "projection_result_mismatches": 0, "false_negatives": 0, "expected_deliveries": 1, "deliveries": 1,
 ...      "delivery_mismatches": 0, "profiles_with_matches": 1, "profiles_delivered_exactly": 1,
 ...      "delta_messages": 1, "delta_bytes": 30, "table_mismatches": 0,
 ...      "tables": {"count": 1, "atoms": {"total": 2, "mean": 2.0, "max": 2}}, "timings": {"total": 0.1}}
@@ -39,7 +40,10 @@ def table(r: dict) -> str:
         f"{'  perfect routing would send':28} {r['ideal_link_messages']:>12} {'':>12} "
         f"{_ratio(r['ideal_link_messages'], r['flooding_link_messages']):>7}",
         f"{'  false-positive forwardings':28} {r['false_positive_link_messages']:>12}",
-        f"{'bytes with early projection':28} {'pending (item 4)':>12}",
+        f"{'bytes with early projection':28} {r['projected_link_bytes']:>12} {r['flooding_link_bytes']:>12} "
+        f"{_ratio(r['projected_link_bytes'], r['flooding_link_bytes']):>7}   "
+        f"({r['projected_link_messages']} projected forwardings, "
+        f"{r['projection_result_mismatches']} results differing)",
         f"{'false negatives':28} {r['false_negatives']:>12}",
         f"{'deliveries / expected':28} {r['deliveries']:>12} {r['expected_deliveries']:>12}",
         f"{'profiles delivered exactly':28} {r['profiles_delivered_exactly']:>12} "

@@ -17,7 +17,12 @@ simulator checks that every host with a matching profile was reached (else a fal
 negative) and that the set of profiles delivered is exactly the expected one, and
 counts, per link, messages and bytes forwarded, forwardings nobody downstream needed
 (false positives), what perfect routing would forward, and what flooding (every
-message over every tree link) costs. Churn (``--churn FRACTION`` of the profile
+message over every tree link) costs. With transformation profiles (``--transform
+FRACTION``), each link also keeps a :class:`~routing.projection.LinkPlan` of the
+needs below it; a link whose profiles all read parts of the message carries the
+projection (early projection), each broker projects what it received, and every
+host runs its profiles on the message as it arrived: their results are compared
+with the centralized engine's on the whole message. Churn (``--churn FRACTION`` of the profile
 count in adds, updates and deletes) is interleaved with the messages. At the end
 every routing table is compared with one built from scratch from the live profiles.
 
@@ -42,10 +47,12 @@ from routing.generalize import Budget, BudgetError
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
 from routing.placement import PLACEMENTS, Placement, Subscription, by_name
+from routing.projection import WHOLE, LinkPlan, Need, need
 from routing.table import Delta, RoutingTable
 from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
 from yfilter import Engine
 from yfilter.generators import Schema
+from yfilter.flwr import is_flwr, parse_flwr
 from yfilter.parser import parse
 
 OVERLAYS = ("geometric", "transit-stub", "tree", "ring")
@@ -77,6 +84,7 @@ class Config:
     samples: int = 16
     corpus: str | None = None
     engine: str = "shared"
+    transform: float = 0.0
 
     def check(self) -> None:
         if self.brokers < 2:
@@ -85,6 +93,8 @@ class Config:
             raise SimulationError("--profiles and --messages cannot be negative")
         if not 0 <= self.churn:
             raise SimulationError("--churn is a fraction of the profiles (0 or more)")
+        if not 0 <= self.transform <= 1:
+            raise SimulationError("--transform is the share of transformation profiles, in [0, 1]")
         if not 0 <= self.replay < 1:
             raise SimulationError("--replay is a probability in [0, 1)")
         if not 1 <= self.sources <= self.brokers:
@@ -113,6 +123,7 @@ class _Profile:
     version: int
     text: str
     query: RoutingQuery
+    need: Need | object
 
 
 @dataclass
@@ -123,6 +134,8 @@ class _Link:
     flooding_bytes: int = 0
     ideal_messages: int = 0
     ideal_bytes: int = 0
+    projected_bytes: int = 0
+    projected_messages: int = 0
     false_positives: int = 0
     deltas: int = 0
     delta_bytes: int = 0
@@ -137,6 +150,7 @@ class _Totals:
     delivered: int = 0
     false_negatives: int = 0
     mismatches: int = 0
+    result_mismatches: int = 0
     adds: int = 0
     updates: int = 0
     deletes: int = 0
@@ -161,7 +175,8 @@ class Simulation:
         if config.corpus:
             corpus, schema = load_corpus(config.corpus)
         self.namespaces = dict(schema.namespaces)
-        self.interests = Interests.build(config.interests, self.overlay, schema, config.seed)
+        self.interests = Interests.build(config.interests, self.overlay, schema, config.seed,
+                                         transform=config.transform)
         self.messages = Messages(schema, config.seed, corpus)
         if placement is None:
             placement = by_name(config.placement, self.overlay, config.seed, schema)
@@ -176,6 +191,7 @@ class Simulation:
                        for root in self.trees}
         self.local = {b: Engine(self.namespaces) for b in self.brokers}
         self.truth = Engine(self.namespaces)
+        self.plans: dict[tuple[str, str, str], LinkPlan] = {}  # (root, parent, child)
         self.profiles: dict[str, _Profile] = {}
         self.links: dict[tuple[str, str], _Link] = {}
         self.delivered: Counter[str] = Counter()
@@ -222,7 +238,24 @@ class Simulation:
         self.totals.timings["deltas"] += time.perf_counter() - t0
 
     def _query(self, text: str) -> RoutingQuery:
+        if is_flwr(text):
+            return map_profile(parse_flwr(text, self.namespaces).filter_path())
         return map_profile(parse(text, self.namespaces))
+
+    def _plan(self, host: str, n: Need | object, times: int) -> None:
+        """Count a profile's need in (or out of) every link above its host, in every tree:
+        a broker's plan for its parent link is the merge of its children's and its own."""
+        if not self.config.transform:
+            return
+        for root, tree in self.trees.items():
+            b = host
+            while tree.parent[b] is not None:
+                key = (root, tree.parent[b], b)
+                plan = self.plans.get(key)
+                if plan is None:
+                    plan = self.plans[key] = LinkPlan()
+                plan.add(n, times)
+                b = tree.parent[b]
 
     def add_profile(self) -> str:
         pid = f"p{self._next_id}"
@@ -232,7 +265,8 @@ class Simulation:
         host = self.place(Subscription(pid, text, home))
         if host not in self.local:
             raise SimulationError(f"placement put profile {pid} on unknown broker {host!r}")
-        self.profiles[pid] = _Profile(host, home, 1, text, self._query(text))
+        self.profiles[pid] = p = _Profile(host, home, 1, text, self._query(text), self._need(text))
+        self._plan(host, p.need, 1)
         self.local[host].add(pid, text)
         self.truth.add(pid, text)
         self._send(host, Delta(pid, 1, self.profiles[pid].query))
@@ -244,6 +278,9 @@ class Simulation:
         p.text = self.interests.generate(p.home)
         p.version += 1
         query = self._query(p.text)
+        self._plan(p.host, p.need, -1)
+        p.need = self._need(p.text)
+        self._plan(p.host, p.need, 1)
         self.local[p.host].add(pid, p.text)
         self.truth.add(pid, p.text)
         self.totals.updates += 1
@@ -255,10 +292,14 @@ class Simulation:
 
     def delete_profile(self, pid: str) -> None:
         p = self.profiles.pop(pid)
+        self._plan(p.host, p.need, -1)
         self.local[p.host].remove(pid)
         self.truth.remove(pid)
         self._send(p.host, Delta(pid, p.version + 1, None))
         self.totals.deletes += 1
+
+    def _need(self, text: str) -> Need | object:
+        return need(text, self.namespaces) if self.config.transform else WHOLE
 
     def churn(self) -> None:
         """One add, update or delete, equally likely (adds when nothing is live)."""
@@ -299,6 +340,10 @@ class Simulation:
                 needed.add((tree.parent[b], b))
                 b = tree.parent[b]
 
+        # What each reached broker received: a projection (XML text), or None for the
+        # whole message; a broker projects what it received for a link further down.
+        arrived: dict[str, bytes | None] = {root: None}
+        element = None
         reached, i = [root], 0
         while i < len(reached):
             b = reached[i]
@@ -314,6 +359,18 @@ class Simulation:
                 link.bytes += size
                 if (b, c) not in needed:
                     link.false_positives += 1
+                plan = self.plans.get((root, b, c))
+                projection = plan.projection() if plan is not None else None
+                sent = None
+                if projection is not None:
+                    t0 = time.perf_counter()
+                    if arrived[b] is None and element is None:
+                        element = message.to_element()
+                    sent = projection.apply(element if arrived[b] is None else arrived[b])
+                    timings["project"] += time.perf_counter() - t0
+                    link.projected_messages += 1
+                link.projected_bytes += size if sent is None else len(sent)
+                arrived[c] = sent
                 reached.append(c)
         for b, c in tree.links():
             link = self._link(b, c)
@@ -325,9 +382,19 @@ class Simulation:
 
         t0 = time.perf_counter()
         delivered: set[str] = set()
+        truth_results = None
         for b in reached:
-            if len(self.local[b]):
+            if not len(self.local[b]):
+                continue
+            got = arrived[b]
+            if got is None:
                 delivered |= self.local[b].match(message)
+                continue
+            results = self.local[b].run(got)
+            delivered |= results.keys()
+            if truth_results is None:
+                truth_results = self.truth.run(message)
+            self.totals.result_mismatches += sum(1 for pid, r in results.items() if r != truth_results.get(pid))
         timings["local"] += time.perf_counter() - t0
 
         at = set(reached)
@@ -376,16 +443,20 @@ class Simulation:
         return self.report(table_mismatches)
 
     def check_tables(self) -> int:
-        """Routing entries (tree, broker, link) that differ from the entries built
-        from scratch from the live profiles; 0 when deltas did their job."""
+        """Routing entries (tree, broker, link) and link plans that differ from those
+        built from scratch from the live profiles; 0 when deltas did their job."""
         want: dict[tuple[str, str, str], set] = {}
+        plans: dict[tuple[str, str, str], LinkPlan] = {}
         for p in self.profiles.values():
             for root, tree in self.trees.items():
                 b = p.host
                 while tree.parent[b] is not None:
                     want.setdefault((root, tree.parent[b], b), set()).update(p.query)
+                    if self.config.transform:
+                        plans.setdefault((root, tree.parent[b], b), LinkPlan()).add(p.need)
                     b = tree.parent[b]
-        bad = 0
+        bad = sum(1 for key in plans.keys() | self.plans.keys()
+                  if _projection(plans.get(key)) != _projection(self.plans.get(key)))
         for root, tables in self.tables.items():
             for broker, table in tables.items():
                 for child in set(table.links) | set(self.trees[root].children[broker]):
@@ -424,9 +495,9 @@ class Simulation:
             "false_positive_link_messages": total("false_positives"),
             "link_bytes": total("bytes"),
             "flooding_link_bytes": total("flooding_bytes"),
-            "projected_link_bytes": None,
-            "projection": "pending: incremental transformation plans (issue 6 item 4) need FLWR "
-                          "profiles in yfilter; bytes are whole messages",
+            "projected_link_bytes": total("projected_bytes"),
+            "projected_link_messages": total("projected_messages"),
+            "projection_result_mismatches": t.result_mismatches,
             "delta_messages": total("deltas"),
             "delta_bytes": total("delta_bytes"),
             "table_mismatches": table_mismatches,
@@ -434,6 +505,10 @@ class Simulation:
             "per_link": links,
             "timings": {k: round(v, 3) for k, v in sorted(t.timings.items())},
         }
+
+
+def _projection(plan: LinkPlan | None):
+    return None if plan is None else (plan.whole > 0, plan.projection())
 
 
 def _delta_size(delta: Delta) -> int:
@@ -506,6 +581,9 @@ def parser() -> argparse.ArgumentParser:
     a("--engine", choices=ENGINES, default="shared",
       help="shared: one atom engine for every routing table (a message is matched against the atoms "
            "once; same routing as per-table, much faster); per-table: one engine per table (default shared)")
+    a("--transform", type=float, default=0.0, metavar="FRACTION",
+      help="share of transformation (for/where/return) profiles; links whose profiles below all read "
+           "parts of the message carry its projection (early projection) (default 0)")
     a("--corpus", metavar="DIR", help="publish the *.xml files of DIR instead of generated documents "
                                       "(profiles then come from their vocabulary)")
     a("--json", metavar="PATH", help="write the report here (default bench/results/routing_simulate.json)")
@@ -520,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = Config(args.brokers, args.profiles, args.messages, args.churn, args.seed, args.generalize,
                     args.budget, args.interests, args.placement, args.overlay, args.sources, args.replay,
-                    args.samples, args.corpus, args.engine)
+                    args.samples, args.corpus, args.engine, args.transform)
     try:
         sim = Simulation(config, progress=None if args.quiet else _progress_printer())
         result = sim.run()
@@ -533,7 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     report.write_json(result, json_path)
     report.plot(result, plot_path)
     print(f"wrote {json_path} and {plot_path}")
-    return 0 if result["false_negatives"] == 0 and result["delivery_mismatches"] == 0 else 1
+    ok = result["false_negatives"] == result["delivery_mismatches"] == result["projection_result_mismatches"] == 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

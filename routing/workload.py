@@ -10,7 +10,11 @@ Interests come from :class:`yfilter.generators.ProfileGenerator` runs, one per
   near each other (the brokers of one cell) share vocabulary, values and structure.
 
 A subscriber lives near a *home* broker (uniformly at random); its profile is drawn
-from the home's region. Messages come from :class:`yfilter.generators.DocGenerator`
+from the home's region: a filter, or with probability ``transform`` a transformation
+profile (:class:`yfilter.generators.flwr.FlwrGenerator`, same region's view) that,
+like ONYX's Q3, returns parts of a story: it copies no subtree shallower than
+:data:`PART_DEPTH` steps (not the whole ``/nitf`` or ``/nitf/body``). Messages come
+from :class:`yfilter.generators.DocGenerator`
 over the full schema, or from real XML files (the schema is then learned from them).
 
 >>> from routing.generators import random_geometric
@@ -18,6 +22,8 @@ over the full schema, or from real XML files (the schema is then learned from th
 >>> w = Interests.build("geo", ov, Schema.nitf(), seed=1, regions=4)
 >>> len(set(w.region.values())) > 1, w.generate("b1").startswith("/")
 (True, True)
+>>> Interests.build("uniform", ov, Schema.nitf(), seed=1, transform=1.0).generate("b1").startswith("for $")
+True
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ import networkx as nx
 from lxml import etree
 
 from routing.overlay import Overlay
+from routing.projection import WHOLE, need
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
+from yfilter.generators.flwr import FlwrGenerator
 
 INTERESTS = ("uniform", "geo")
 
@@ -41,6 +49,14 @@ PROFILE_DEFAULTS = {"depth": 6, "p_star": 0.1, "p_desc": 0.1, "n_preds": (3, 5),
 with three to five value predicates and two nested paths each — selective enough
 (about 5 matches in 10,000 profiles per generated message) that thousands of
 profiles per broker still leave brokers a message need not reach."""
+
+FLWR_DEFAULTS = {"depth": 5, "p_star": 0.1, "p_desc": 0.2, "n_preds": (1, 3), "rich": 0.1, "p_where": 0.9}
+"""FlwrGenerator parameters of transformation profiles: for paths with one to three
+value predicates and a where clause most of the time; few position predicates
+(``rich``)."""
+
+PART_DEPTH = 3
+"""Transformation profiles copy subtrees at least this many steps below the root."""
 
 
 class WorkloadError(ValueError):
@@ -81,28 +97,49 @@ class Interests:
     kind: str
     region: dict[str, int]
     generators: list[ProfileGenerator] = field(repr=False)
+    transformers: list[FlwrGenerator] = field(repr=False)
+    transform: float = 0.0
+    rng: random.Random = field(default_factory=random.Random, repr=False)
 
     @classmethod
     def build(cls, kind: str, overlay: Overlay, schema: Schema, seed: int, regions: int = 9,
-              **profile_kw) -> "Interests":
+              transform: float = 0.0, **profile_kw) -> "Interests":
         if kind not in INTERESTS:
             raise WorkloadError(f"unknown interests {kind!r}; choose from {', '.join(INTERESTS)}")
+        if not 0 <= transform <= 1:
+            raise WorkloadError(f"the share of transformation profiles is in [0, 1], not {transform}")
         kw = {**PROFILE_DEFAULTS, **profile_kw}
         if kind == "uniform":
-            gen = ProfileGenerator(schema, seed=seed, distinct=False, **kw)
-            return cls(kind, dict.fromkeys(overlay.brokers, 0), [gen])
-        side = max(1, round(math.sqrt(regions)))
-        pos = locations(overlay, seed)
-        region = {b: min(int(x * side), side - 1) * side + min(int(y * side), side - 1) for b, (x, y) in pos.items()}
-        rng = random.Random(seed)
-        kw.setdefault("skew", 1.0)
-        gens = [ProfileGenerator(regional_schema(schema, rng), seed=seed * 7919 + r, distinct=False, **kw)
-                for r in range(side * side)]
-        return cls(kind, region, gens)
+            region, schemas = dict.fromkeys(overlay.brokers, 0), [schema]
+        else:
+            side = max(1, round(math.sqrt(regions)))
+            pos = locations(overlay, seed)
+            region = {b: min(int(x * side), side - 1) * side + min(int(y * side), side - 1)
+                      for b, (x, y) in pos.items()}
+            rng = random.Random(seed)
+            kw.setdefault("skew", 1.0)
+            schemas = [regional_schema(schema, rng) for _ in range(side * side)]
+        seeds = [seed] if kind == "uniform" else [seed * 7919 + r for r in range(len(schemas))]
+        gens = [ProfileGenerator(s, seed=n, distinct=False, **kw) for s, n in zip(schemas, seeds)]
+        flwr = [FlwrGenerator(s, seed=n, **FLWR_DEFAULTS) for s, n in zip(schemas, seeds)]
+        return cls(kind, region, gens, flwr, transform, random.Random(seed))
 
     def generate(self, home: str) -> str:
         """A profile for a subscriber living near broker ``home``."""
-        return self.generators[self.region[home]].generate()
+        r = self.region[home]
+        if self.transform and self.rng.random() < self.transform:
+            return _part_profile(self.transformers[r])
+        return self.generators[r].generate()
+
+
+def _part_profile(gen: FlwrGenerator) -> str:
+    """A transformation profile of ``gen`` that returns parts of a message (about
+    two in three generated ones are)."""
+    while True:
+        text = gen.spec().text()
+        n = need(text, gen.schema.namespaces)
+        if n is not WHOLE and all(len(path) >= PART_DEPTH for path, whole in n.keeps if whole):
+            return text
 
 
 class Messages:

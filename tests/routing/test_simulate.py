@@ -28,6 +28,7 @@ def _run(**kw) -> dict:
 def _correct(r: dict) -> None:
     assert r["false_negatives"] == 0
     assert r["delivery_mismatches"] == 0
+    assert r["projection_result_mismatches"] == 0
     assert r["deliveries"] == r["expected_deliveries"]
     assert r["profiles_delivered_exactly"] == r["profiles_with_matches"]
     assert r["table_mismatches"] == 0
@@ -50,6 +51,24 @@ def test_every_profile_gets_exactly_its_messages_under_churn(interests, generali
         assert r["tables"]["rebuilds"]["total"] > 0
     else:
         assert r["false_positive_link_messages"] == 0  # exact tables only relax nested paths
+
+
+@pytest.mark.parametrize("generalize", [False, True])
+def test_early_projection_gives_transformation_profiles_their_exact_results(generalize):
+    r = _run(transform=1.0, profiles=150, messages=25, brokers=20, generalize=generalize,
+             budget=Budget(atoms=60), seed=5)
+    _correct(r)  # every host ran its profiles on what it received: results equal the truth's
+    assert r["expected_deliveries"] > 0
+    assert 0 < r["projected_link_messages"] <= r["link_messages"]
+    assert r["projected_link_bytes"] < r["link_bytes"]
+
+
+def test_a_filter_below_a_link_sends_the_whole_message():
+    r = _run(transform=0.5, profiles=300, messages=20, seed=6)
+    _correct(r)
+    assert r["projected_link_messages"] < r["link_messages"]
+    plain = _run(profiles=300, messages=20, seed=6)
+    assert plain["projected_link_bytes"] == plain["link_bytes"] and plain["projected_link_messages"] == 0
 
 
 def test_runs_are_deterministic():
@@ -84,6 +103,7 @@ def test_real_corpus_messages(tmp_path):
     (dict(sources=99), "--sources"),
     (dict(replay=1.0), "--replay"),
     (dict(interests="local"), "unknown --interests"),
+    (dict(transform=1.5), "--transform"),
 ])
 def test_bad_configs_are_refused(bad, message):
     with pytest.raises(SimulationError, match=message):
