@@ -30,7 +30,6 @@ from formats.registry import Buffer, get
 FLOWS = ("xml", "query", "catalog", "control")
 """The four packet flows a broker's inbound topic multiplexes."""
 
-_PREFIX = "onyx-"
 _HEADER_NAMES = {
     "flow": "onyx-flow",
     "format": "onyx-format",
@@ -97,13 +96,13 @@ class PacketHeader:
         """
         values: dict[str, object] = {}
         for key, raw in headers or ():
-            if isinstance(key, (bytes, bytearray)):
+            if type(key) is not str:
+                if not isinstance(key, (bytes, bytearray)):
+                    continue
                 key = bytes(key).decode("utf-8", "replace")
-            if not isinstance(key, str) or not key.startswith(_PREFIX):
-                continue
             name = _FIELDS_BY_HEADER.get(key)
             if name is None:
-                continue  # a newer broker's header: ignoring it keeps old brokers working
+                continue  # not ours, or a newer broker's header: ignoring it keeps old brokers working
             if name in values:
                 raise FormatError(f"packet header {key} appears twice")
             values[name] = _header_value(key, raw)
@@ -127,15 +126,19 @@ class PacketHeader:
         """Decode an xml packet's payload as this header describes it."""
         if self.flow != "xml":
             raise FormatError(f"a {self.flow} packet does not carry a message")
-        dictionary = self.dictionary(store if store is not None else DictionaryStore())
-        return get(self.format).decode(payload, dictionary)
+        fmt = get(self.format)
+        if not fmt.needs_dictionary:
+            return fmt.decode(payload)
+        return fmt.decode(payload, self.dictionary(store if store is not None else DictionaryStore()))
 
 
 def _header_value(key: str, raw: object) -> str:
-    if not isinstance(raw, (bytes, bytearray, memoryview)):
-        raise FormatError(f"packet header {key} has no value")
+    if type(raw) is not bytes:
+        if not isinstance(raw, (bytearray, memoryview)):
+            raise FormatError(f"packet header {key} has no value")
+        raw = bytes(raw)
     try:
-        value = bytes(raw).decode("utf-8")
+        value = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise FormatError(f"packet header {key} is not UTF-8") from None
     if not value:

@@ -84,9 +84,8 @@ class Message:
     attribute, ``'local'`` otherwise. ``nsmaps[i]`` holds only the namespace
     declarations made on element ``i`` (prefix -> uri; ``None`` is the default).
 
-    ``attrs``, ``ends``, ``parents`` and ``nsmaps`` may be left out: they are then
-    computed on first use (see :meth:`lazy`), so that a receiver that only walks
-    names and depths never builds them.
+    A decoder may leave columns to be computed on first use (see :meth:`lazy`), so
+    that a receiver that only walks names and depths never builds the others.
     """
 
     def __init__(
@@ -113,26 +112,36 @@ class Message:
         cls,
         tags: list[str],
         depths: list[int],
-        texts: list[str],
-        tails: list[str],
+        text_nodes: Callable[[], tuple[list[str], list[str]]],
         attrs: Callable[[], list[dict[str, str]]] | None = None,
         nsmaps: dict[int, dict[str | None, str]] | None = None,
     ) -> "Message":
-        """A message whose attribute maps ``attrs()`` builds on first use (none if
-        ``None``), whose namespace declarations are given sparsely (element ->
-        declarations), and whose ends and parents follow from ``depths`` when first
-        used. The caller vouches that ``depths`` describe one tree (``depths[0] == 1``,
-        each next depth at least 2 and at most one more than the one before).
+        """A message of which only names and depths are built now: ``text_nodes()``
+        gives the texts and tails and ``attrs()`` the attribute maps (none if ``None``)
+        on first use; namespace declarations come sparsely (element -> declarations);
+        ends and parents follow from ``depths``. The caller has validated what the
+        builders will read (they must not fail) and that ``depths`` describe one tree
+        (``depths[0] == 1``, each next at least 2 and at most one more than the last).
 
-        >>> m = Message.lazy(["a", "b"], [1, 2], ["", "x"], ["", ""])
-        >>> m.ends, m.parents, m.attrs
-        ([2, 2], [-1, 0], [{}, {}])
+        >>> m = Message.lazy(["a", "b"], [1, 2], lambda: (["", "x"], ["", ""]))
+        >>> m.ends, m.parents, m.attrs, m.texts
+        ([2, 2], [-1, 0], [{}, {}], ['', 'x'])
         """
         m = cls.__new__(cls)
-        d = m.__dict__
-        d["tags"], d["depths"], d["texts"], d["tails"] = tags, depths, texts, tails
-        d["_attrs"], d["_ns"] = attrs, nsmaps
+        m.__dict__ = {"tags": tags, "depths": depths, "_text_nodes": text_nodes, "_attrs": attrs, "_ns": nsmaps}
         return m
+
+    @_Lazy
+    def texts(self) -> list[str]:
+        """Per element, the text before its first child (``''`` if none)."""
+        texts, self.__dict__["tails"] = self.__dict__["_text_nodes"]()
+        return texts
+
+    @_Lazy
+    def tails(self) -> list[str]:
+        """Per element, the text after its end tag (``''`` for the root)."""
+        self.__dict__["texts"], tails = self.__dict__["_text_nodes"]()
+        return tails
 
     @_Lazy
     def attrs(self) -> list[dict[str, str]]:

@@ -54,11 +54,10 @@ _SEEN_LIMIT = 1 << 16
 def check_names(names: Iterable[object]) -> None:
     """:func:`check_name` for many names at once; names checked before cost one set
     lookup, which is what decoding a message's name table needs to be cheap.
-    ``names`` is iterated at most twice (pass a list, or a factory's fresh iterators
-    to :func:`known_names` first)."""
-    if known_names(names):
-        return
+    ``names`` is iterated at most twice (pass a list)."""
     try:
+        if _SEEN.issuperset(names):
+            return
         new = set(names).difference(_SEEN)
     except TypeError:  # an unhashable item after the first unknown one
         raise FormatError("a name is not a string") from None
@@ -67,14 +66,6 @@ def check_names(names: Iterable[object]) -> None:
     if len(_SEEN) > _SEEN_LIMIT:
         _SEEN.clear()  # bounded: a stream of ever-new names must not grow memory
     _SEEN.update(new)
-
-
-def known_names(names: Iterable[object]) -> bool:
-    """Whether every name was checked before (a C-level set test)."""
-    try:
-        return _SEEN.issuperset(names)
-    except TypeError:
-        raise FormatError("a name is not a string") from None
 
 
 def check_prefix(prefix: object) -> str | None:

@@ -16,7 +16,7 @@ formats.errors.FormatError: unknown format 'yaml' (available: text, text+zlib, .
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, Union
 
 from formats.compress import ZLIB, ZSTD, ZSTD_DICT
@@ -57,11 +57,12 @@ class Format:
     name: str
     base: BaseCodec
     compression: Compression | None = None
+    needs_dictionary: bool = field(init=False)
+    """Whether encode/decode need the source's :class:`Dictionary`."""
 
-    @property
-    def needs_dictionary(self) -> bool:
-        """Whether encode/decode need the source's :class:`Dictionary`."""
-        return self.base.needs_dictionary or bool(self.compression and self.compression.needs_dictionary)
+    def __post_init__(self) -> None:
+        needs = self.base.needs_dictionary or bool(self.compression and self.compression.needs_dictionary)
+        object.__setattr__(self, "needs_dictionary", needs)
 
     def encode(self, data: bytes | Message, dictionary: Dictionary | None = None) -> bytes:
         """Encode published XML bytes or a decoded message."""
@@ -76,8 +77,13 @@ class Format:
 
     def decode(self, payload: Buffer, dictionary: Dictionary | None = None) -> Message:
         """Decode a payload; :class:`FormatError` for anything that is not one."""
-        self._check_dictionary(dictionary)
-        return self.base.decode(self.unpack(payload, dictionary), dictionary)
+        # On every broker's receive path: the common case (bytes, no compression)
+        # costs two type tests before the codec.
+        if dictionary is not None or self.needs_dictionary:
+            self._check_dictionary(dictionary)
+        if type(payload) is not bytes or self.compression is not None or len(payload) > MAX_MESSAGE_BYTES:
+            payload = self.unpack(payload, dictionary)
+        return self.base.decode(payload, dictionary)
 
     def pack(self, raw: bytes, dictionary: Dictionary | None = None) -> bytes:
         """Apply only the compression layer to a base-format payload."""

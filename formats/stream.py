@@ -47,7 +47,8 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Sequence
-from itertools import chain, compress, islice
+from functools import partial
+from itertools import chain, compress, islice, repeat
 from operator import sub
 from typing import TYPE_CHECKING
 
@@ -136,37 +137,39 @@ class StreamCodec:
             raise FormatError(f"payload is not {self.name} (layout kind {kind!r})")
         if not (type(names) is type(ns) is list and type(text) is type(values) is str):
             raise FormatError(f"{self.name} payload does not have the element stream layout")
-        texts = text.split(_SEP)
-        if not len(texts) & 1:
+        breaks = text.count(_SEP)
+        if breaks & 1:
             raise FormatError(f"{self.name} payload has an even number of text nodes")
-        n = (len(texts) + 1) >> 1
-        tails = texts[n - 1 :]
-        tails[0] = ""  # the root has no tail: its slot holds the last text
-        del texts[n:]
+        n = (breaks >> 1) + 1
         if names:
             check_names(names)
         table = self._name_table(names, version, digest, dictionary) if self.needs_dictionary else names
-        name = table.__getitem__
         if type(codes) is not bytes or len(codes) != n:
             codes = _unpack_ints(codes, n)
         try:  # codes come from bytes, so never negative: a bad one is an IndexError
-            tags = list(map(name, codes))
+            tags = list(map(table.__getitem__, codes))
         except IndexError:
             raise FormatError(f"{self.name} payload has element codes outside its name table") from None
         if type(depths) is not bytes or len(depths) != n:
             depths = _unpack_ints(depths, n)
         _check_tree(depths)
-        counts = _unpack_ints(counts, n)
+        if type(counts) is not bytes or len(counts) != n:
+            counts = _unpack_ints(counts, n)
         total = sum(counts)
-        try:
-            keys = list(map(name, _unpack_ints(keys, total)))
-        except IndexError:
-            raise FormatError(f"{self.name} payload has attribute codes outside its name table") from None
-        values = values.split(_SEP) if total else [] if not values else None
-        if values is None or len(values) != total:
+        keys = _unpack_ints(keys, total)
+        if total and max(keys) >= len(table):
+            raise FormatError(f"{self.name} payload has attribute codes outside its name table")
+        if (values.count(_SEP) + 1 if values or total else 0) != total:
             raise FormatError(f"{self.name} payload has {total} attributes but other values")
-        attrs = (lambda: _attribute_maps(counts, keys, values)) if total else None
-        return Message.lazy(tags, list(depths), texts, tails, attrs, _namespaces(ns, n) if ns else None)
+        # Texts and attributes are built if the engine asks (predicates): all that
+        # can go wrong with them has been checked above.
+        return Message.lazy(
+            tags,
+            list(depths),
+            partial(_text_nodes, text, n),
+            partial(_attribute_maps, counts, keys, values, table) if total else None,
+            _namespaces(ns, n) if ns else None,
+        )
 
     def _name_table(
         self, names: list[str], version: object, digest: object, dictionary: Dictionary
@@ -195,13 +198,22 @@ def _index_with_dictionary(
     return local, {**index, **{name: len(index) + k for k, name in enumerate(local)}}
 
 
-def _attribute_maps(counts: Sequence[int], keys: list[str], values: list[str]) -> list[dict[str, str]]:
-    """The per-element attribute maps of the flat columns (built on first use)."""
-    attrs: list[dict[str, str]] = [{} for _ in counts]
-    pairs = zip(keys, values)
-    for i in compress(range(len(counts)), counts):
-        attrs[i] = dict(islice(pairs, counts[i]))
-    return attrs
+def _text_nodes(text: str, n: int) -> tuple[list[str], list[str]]:
+    """Texts and tails of ``n`` elements from the NUL-joined column (built on first use)."""
+    texts = text.split(_SEP)
+    tails = texts[n - 1 :]
+    tails[0] = ""  # the root has no tail: its slot holds the last text
+    del texts[n:]
+    return texts, tails
+
+
+def _attribute_maps(
+    counts: Sequence[int], keys: Sequence[int], values: str, table: Sequence[str]
+) -> list[dict[str, str]]:
+    """The per-element attribute maps of the flat columns (built on first use):
+    each element's map takes its count of pairs off one shared iterator, in C."""
+    pairs = zip(map(table.__getitem__, keys), values.split(_SEP))
+    return list(map(dict, map(islice, repeat(pairs), counts)))
 
 
 def _pack_ints(values: list[int]) -> bytes:

@@ -90,18 +90,25 @@ class Contents:
 class TableDoc:
     """A :class:`formats.Message` seen through the operator interface."""
 
-    __slots__ = ("msg", "tags", "depths", "texts", "tails")
+    __slots__ = ("msg", "tags", "depths")
 
     def __init__(self, msg: Message) -> None:
         self.msg = msg
         self.tags, self.depths = msg.tags, msg.depths
-        self.texts, self.tails = msg.texts, msg.tails
 
-    # A decoded message builds these on first use (formats.Message.lazy): a walk
-    # that never evaluates a predicate never pays for them.
+    # A decoded message builds the other columns on first use (formats.Message.lazy):
+    # a walk that evaluates no predicate never pays for them.
     @property
     def attrs(self) -> list[dict[str, str]]:
         return self.msg.attrs
+
+    @property
+    def texts(self) -> list[str]:
+        return self.msg.texts
+
+    @property
+    def tails(self) -> list[str]:
+        return self.msg.tails
 
     @property
     def ends(self) -> list[int]:
@@ -121,8 +128,10 @@ class TableDoc:
         return self.msg.attrs[n].items()
 
     def text_nodes(self, n: int) -> list[str]:
-        out = [self.texts[n]] if self.texts[n] else []
-        ends, tails = self.msg.ends, self.tails
+        msg = self.msg
+        text = msg.texts[n]
+        out = [text] if text else []
+        ends, tails = msg.ends, msg.tails
         j, end = n + 1, ends[n]
         while j < end:
             if tails[j]:
@@ -133,7 +142,7 @@ class TableDoc:
     def string_value(self, n: int) -> str:
         # Not Message.string_value: that appends each descendant's tail right after its
         # text, before the descendant's own children (found by the hypothesis test).
-        texts, tails, ends = self.texts, self.tails, self.msg.ends
+        texts, tails, ends = self.msg.texts, self.msg.tails, self.msg.ends
         end = ends[n]
         if end == n + 1:
             return texts[n]
@@ -159,8 +168,8 @@ class TableDoc:
         return range(n + 1, self.msg.ends[n])
 
     def contents(self) -> "Contents":
-        texts = set(self.texts)
-        texts.update(self.tails)
+        texts = set(self.msg.texts)
+        texts.update(self.msg.tails)
         return Contents({attr_atom(k, v) for a in self.msg.attrs for k, v in a.items()}, texts,
                         set(self.tags),
                         self._string_values)
@@ -168,7 +177,7 @@ class TableDoc:
     def _string_values(self) -> list[str]:
         # Children first (reverse document order): each element's string-value is its
         # text, then each child's string-value and tail.
-        texts, tails, ends = self.texts, self.tails, self.msg.ends
+        texts, tails, ends = self.msg.texts, self.msg.tails, self.msg.ends
         out: list = [None] * len(texts)
         for i in range(len(texts) - 1, -1, -1):
             end = ends[i]
