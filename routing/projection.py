@@ -79,7 +79,11 @@ class Need:
     keeps: frozenset[Keep]
 
 
-def need(text: str, namespaces: Mapping[str, str] | None = None) -> Union[Need, _Whole]:
+Needed = Union[Need, _Whole]
+"""What :func:`need` returns."""
+
+
+def need(text: str, namespaces: Mapping[str, str] | None = None) -> Needed:
     """What profile ``text`` reads of a message: :data:`WHOLE` for a filter, else the
     kept paths of a transformation profile.
 
@@ -253,7 +257,7 @@ class LinkPlan:
         self.keeps: Counter[Keep] = Counter()
         self._cached: Projection | None = None
 
-    def add(self, n: Union[Need, _Whole], times: int = 1) -> None:
+    def add(self, n: Needed, times: int = 1) -> None:
         """Count ``n`` in (``times`` may be negative: :meth:`remove`)."""
         if n is WHOLE:
             self.whole += times
@@ -266,7 +270,7 @@ class LinkPlan:
         if self.whole < 0:
             raise ValueError("removed a need that was never added")
 
-    def remove(self, n: Union[Need, _Whole]) -> None:
+    def remove(self, n: Needed) -> None:
         self.add(n, -1)
 
     def merge(self, other: "LinkPlan") -> None:

@@ -47,7 +47,7 @@ from routing.generalize import Budget, BudgetError
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
 from routing.placement import PLACEMENTS, Placement, Subscription, by_name
-from routing.projection import WHOLE, LinkPlan, Need, need
+from routing.projection import WHOLE, LinkPlan, Needed, need
 from routing.table import Delta, RoutingTable
 from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
 from yfilter import Engine
@@ -123,7 +123,7 @@ class _Profile:
     version: int
     text: str
     query: RoutingQuery
-    need: Need | object
+    need: Needed
 
 
 @dataclass
@@ -242,7 +242,7 @@ class Simulation:
             return map_profile(parse_flwr(text, self.namespaces).filter_path())
         return map_profile(parse(text, self.namespaces))
 
-    def _plan(self, host: str, n: Need | object, times: int) -> None:
+    def _plan(self, host: str, n: Needed, times: int) -> None:
         """Count a profile's need in (or out of) every link above its host, in every tree:
         a broker's plan for its parent link is the merge of its children's and its own."""
         if not self.config.transform:
@@ -298,7 +298,7 @@ class Simulation:
         self._send(p.host, Delta(pid, p.version + 1, None))
         self.totals.deletes += 1
 
-    def _need(self, text: str) -> Need | object:
+    def _need(self, text: str) -> Needed:
         return need(text, self.namespaces) if self.config.transform else WHOLE
 
     def churn(self) -> None:
@@ -556,7 +556,8 @@ def parser() -> argparse.ArgumentParser:
                     "brokers, deltas up the broadcast trees, messages routed down them, checked against a "
                     "centralized engine and compared with flooding. Prints a table, writes JSON and a plot.",
         epilog="Example: python -m routing.simulate --brokers 100 --profiles 100000 --messages 500 "
-               "--churn 0.1 --interests geo --generalize --json bench/results/routing_simulate.json")
+               "--churn 0.1 --interests geo --generalize --json bench/results/routing_simulate.json; "
+               "early projection: --profiles 2000 --transform 1.0")
     a = p.add_argument
     a("--brokers", type=int, default=100, help="number of brokers (default 100)")
     a("--profiles", type=int, default=10_000, help="profiles registered before the first message (default 10000)")
