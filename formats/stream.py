@@ -65,6 +65,7 @@ _KIND_STREAM = 3
 _KIND_STREAM_DICT = 4
 _FIELDS = 11
 _SEP = "\x00"  # not an XML character: it cannot occur in a text or attribute value
+_unpackb = msgpack.unpackb
 
 
 class StreamCodec:
@@ -127,7 +128,7 @@ class StreamCodec:
         # Every check below is a C-level pass: decoding is on every broker's receive
         # path and must stay well under an XML parse plus walking lxml's tree.
         try:
-            fields = msgpack.unpackb(payload)
+            fields = _unpackb(payload)
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise FormatError(f"{self.name} payload is not valid msgpack: {exc}") from None
         if type(fields) is not list or len(fields) != _FIELDS:
@@ -156,7 +157,8 @@ class StreamCodec:
         if type(counts) is not bytes or len(counts) != n:
             counts = _unpack_ints(counts, n)
         total = sum(counts)
-        keys = _unpack_ints(keys, total)
+        if type(keys) is not bytes or len(keys) != total:
+            keys = _unpack_ints(keys, total)
         if total and max(keys) >= len(table):
             raise FormatError(f"{self.name} payload has attribute codes outside its name table")
         if (values.count(_SEP) + 1 if values or total else 0) != total:

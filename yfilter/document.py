@@ -8,8 +8,8 @@
   parse+iter 74 us vs ``Message.from_xml`` 275 us per corpus document), and it keeps
   text nodes exactly as XPath sees them (a comment splits a text node).
 
-Both expose: ``tag``, ``attr``, ``attr_items``, ``text_nodes`` (the element's text-node children, in
-order), ``string_value``, ``children``, ``descendants``, ``named_children`` and
+Both expose: ``tag``, ``attr``, ``attr_items``, ``text_nodes`` (a sequence of the
+element's text-node children, in order), ``string_value``, ``children``, ``descendants``, ``named_children`` and
 ``named_descendants`` (those with a name test, ``'*'`` for any), ``contents`` (the
 values and names the document holds, a :class:`Contents`), ``preceding_siblings``
 (element siblings before a node, any order) and ``order`` (document-order key).
@@ -18,6 +18,7 @@ values and names the document holds, a :class:`Contents`), ``preceding_siblings`
 from __future__ import annotations
 
 import threading
+from itertools import compress
 from typing import Iterable, Iterator
 
 from lxml import etree
@@ -88,16 +89,20 @@ class Contents:
 
 
 class TableDoc:
-    """A :class:`formats.Message` seen through the operator interface."""
+    """A :class:`formats.Message` seen through the operator interface.
 
-    __slots__ = ("msg", "tags", "depths")
+    Only names and depths are read up front (all a walk without predicates needs);
+    the other columns are read from the message when first used, which for a
+    decoded binary message is when they are built (``formats.Message.lazy``).
+    """
+
+    __slots__ = ("msg", "tags", "depths", "_text_nodes")
 
     def __init__(self, msg: Message) -> None:
         self.msg = msg
         self.tags, self.depths = msg.tags, msg.depths
+        self._text_nodes: list[tuple[str, ...]] | None = None
 
-    # A decoded message builds the other columns on first use (formats.Message.lazy):
-    # a walk that evaluates no predicate never pays for them.
     @property
     def attrs(self) -> list[dict[str, str]]:
         return self.msg.attrs
@@ -118,6 +123,17 @@ class TableDoc:
     def parents(self) -> list[int]:
         return self.msg.parents
 
+    def _text_node_column(self) -> list[tuple[str, ...]]:
+        # Every element's text nodes at once (a walk with text predicates asks for
+        # nearly every element's): its text, then the tails of its children.
+        msg = self.msg
+        out = [(t,) if t else () for t in msg.texts]
+        tails, parents = msg.tails, msg.parents
+        for j in compress(range(len(tails)), tails):
+            p = parents[j]
+            out[p] = (*out[p], tails[j])
+        return out
+
     def tag(self, n: int) -> str:
         return self.tags[n]
 
@@ -127,17 +143,11 @@ class TableDoc:
     def attr_items(self, n: int):
         return self.msg.attrs[n].items()
 
-    def text_nodes(self, n: int) -> list[str]:
-        msg = self.msg
-        text = msg.texts[n]
-        out = [text] if text else []
-        ends, tails = msg.ends, msg.tails
-        j, end = n + 1, ends[n]
-        while j < end:
-            if tails[j]:
-                out.append(tails[j])
-            j = ends[j]
-        return out
+    def text_nodes(self, n: int) -> tuple[str, ...]:
+        column = self._text_nodes
+        if column is None:
+            column = self._text_nodes = self._text_node_column()
+        return column[n]
 
     def string_value(self, n: int) -> str:
         # Not Message.string_value: that appends each descendant's tail right after its
