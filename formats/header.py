@@ -40,6 +40,7 @@ _HEADER_NAMES = {
     "schema_version": "onyx-schema-version",
 }
 _FIELDS_BY_HEADER = {header: name for name, header in _HEADER_NAMES.items()}
+_STRING_FIELDS = ("format", "source_id", "root_broker", "message_id", "schema_version")
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ class PacketHeader:
     def __post_init__(self) -> None:
         if self.flow not in FLOWS:
             raise FormatError(f"unknown packet flow {self.flow!r} (flows: {', '.join(FLOWS)})")
-        for name in ("format", "source_id", "root_broker", "message_id", "schema_version"):
-            value = getattr(self, name)
+        fields_ = self.__dict__
+        for name in _STRING_FIELDS:
+            value = fields_[name]
             if value is not None and (type(value) is not str or not value):
                 raise FormatError(f"packet header {name} must be a non-empty string, not {value!r}")
         version = self.dictionary_version
@@ -94,7 +96,7 @@ class PacketHeader:
 
         Accepts kafka-python's list of ``(str, bytes)`` pairs and Spark's header rows.
         """
-        values: dict[str, object] = {}
+        values: dict[str, object] = dict.fromkeys(_HEADER_NAMES)  # every field unset
         for key, raw in headers or ():
             if type(key) is not str:
                 if not isinstance(key, (bytes, bytearray)):
@@ -103,17 +105,25 @@ class PacketHeader:
             name = _FIELDS_BY_HEADER.get(key)
             if name is None:
                 continue  # not ours, or a newer broker's header: ignoring it keeps old brokers working
-            if name in values:
+            if values[name] is not None:
                 raise FormatError(f"packet header {key} appears twice")
-            values[name] = _header_value(key, raw)
-        if "flow" not in values:
+            if type(raw) is bytes and raw.isascii() and raw:  # the common case, inline
+                values[name] = raw.decode("ascii")
+            else:
+                values[name] = _header_value(key, raw)
+        if values["flow"] is None:
             raise FormatError("record has no onyx-flow header")
-        version = values.get("dictionary_version")
+        version = values["dictionary_version"]
         if version is not None:
             if not (version.isascii() and version.isdigit()):
                 raise FormatError(f"onyx-dictionary-version is not a version number: {version!r}")
             values["dictionary_version"] = int(version)
-        return cls(**values)
+        # On every record a broker receives: the fields go in as __init__ would set
+        # them (minus its per-field frozen-dataclass setattr), then the same checks.
+        header = cls.__new__(cls)
+        object.__setattr__(header, "__dict__", values)
+        header.__post_init__()
+        return header
 
     def dictionary(self, store: DictionaryStore) -> Dictionary | None:
         """The dictionary this packet's format needs (``None`` if none), or
