@@ -158,16 +158,12 @@ class Message:
     @_Lazy
     def ends(self) -> list[int]:
         """Per element, the index one past its last descendant."""
-        parents, ends = tree_links(self.depths)
-        self.__dict__["parents"] = parents
-        return ends
+        return subtree_ends(self.parents)
 
     @_Lazy
     def parents(self) -> list[int]:
         """Per element, its parent's index (``-1`` for the root)."""
-        parents, ends = tree_links(self.depths)
-        self.__dict__["ends"] = ends
-        return parents
+        return tree_parents(self.depths)
 
     def __len__(self) -> int:
         return len(self.tags)
@@ -281,13 +277,12 @@ class Message:
         return nodes[0]
 
 
-def tree_links(depths: Sequence[int]) -> tuple[list[int], list[int]]:
-    """Parents and subtree ends of the elements of one tree given by preorder depths.
+def tree_parents(depths: Sequence[int]) -> list[int]:
+    """Parents of the elements of one tree given by preorder depths.
 
-    >>> tree_links([1, 2, 3, 2])
-    ([-1, 0, 1, 0], [4, 3, 3, 4])
+    >>> tree_parents([1, 2, 3, 2])
+    [-1, 0, 1, 0]
     """
-    n = len(depths)
     # at[d] is the latest element seen at depth d: in preorder that is the open
     # element at depth d, the parent of the next element at depth d + 1.
     at = [-1] * (max(depths, default=0) + 1)
@@ -296,6 +291,16 @@ def tree_links(depths: Sequence[int]) -> tuple[list[int], list[int]]:
     for i, d in enumerate(depths):
         add(at[d - 1])
         at[d] = i
+    return parents
+
+
+def subtree_ends(parents: Sequence[int]) -> list[int]:
+    """Per element, one past its last descendant, from the preorder parents.
+
+    >>> subtree_ends([-1, 0, 1, 0])
+    [4, 3, 3, 4]
+    """
+    n = len(parents)
     ends = list(range(1, n + 1))
     # A subtree ends where its last child's does. Going backwards, children come
     # before their parent and the last child first: it is the one that finds its
@@ -303,4 +308,4 @@ def tree_links(depths: Sequence[int]) -> tuple[list[int], list[int]]:
     for i, p in zip(range(n - 1, 0, -1), reversed(parents)):
         if ends[p] == p + 1:
             ends[p] = ends[i]
-    return parents, ends
+    return ends
