@@ -21,7 +21,9 @@ check nodes (:class:`yfilter.nfa.CheckNode`) sitting on its shape states:
   :class:`Bucket` keeps the ids of the nodes that match outright (the key is all
   they test and no guard is above them: one cached set, no per-profile work) and a
   :class:`Pool` of the others;
-* the other final nodes go to the index's own :class:`Pool`.
+* the other final nodes are filed once for the whole automaton, in
+  :class:`yfilter.keyed.Keyed`; the index keeps its shape states that have some
+  (``lazy``), to take their candidates from the message's selection.
 
 A pool files its nodes by *key*, the rarest of the values a message must contain for
 the node to hold (:class:`yfilter.operators.Need`; rarity estimated by
@@ -34,8 +36,8 @@ DFA state are one hash lookup for all profiles, and a profile whose values are n
 all in the message costs nothing beyond its share of the intersection.
 
 Memory is bounded by ``budget``, counted in *units*: one per cached state plus one
-per shape state in it, one per transition, one per final node an index files (its
-pools come with it), and one per profile id cached for reporting (a state's
+per shape state in it, one per transition, one per final node or shape state an
+index files (its pools come with it), and one per profile id cached for reporting (a state's
 guard-free ids, a bucket's outright ids). When the total passes the budget the whole
 cache is dropped and rebuilt lazily from the next element on (the approach of RE2's
 DFA cache): memory stays bounded, and the hot working set comes back within a few
@@ -46,6 +48,7 @@ memos) live only while the message is matched.
 
 from __future__ import annotations
 
+from yfilter.keyed import Keyed, choose_key
 from yfilter.nfa import NFA, CheckNode, Rarity, State, nodes_of
 from yfilter.operators import attr_atom
 
@@ -98,7 +101,7 @@ class Pool:
         for n in nodes:
             need = n.need
             base, selves = need.base.difference(known), need.selves.difference(known)
-            table, key = _key(base, selves, rarity)
+            table, key = choose_key(base, selves, rarity)
             if table is None:
                 always.append(n)
                 continue
@@ -125,22 +128,6 @@ class Pool:
         return tuple(out) if out else ()
 
 
-def _key(base: frozenset, selves: frozenset, rarity: Rarity) -> tuple:
-    """Of the values ``base`` and ``selves`` (parts of a need), the one least likely
-    to be in a message, as ``(table, value)``: table ``'base'`` or ``'self'``, or
-    None when there is none."""
-    best, table, key = -1, None, None
-    for a in base:
-        r = rarity.of(a)
-        if r > best:
-            best, table, key = r, "base", a
-    for a in selves:
-        r = rarity.of(a)
-        if r > best:  # ties go to base: string-values cost more to collect
-            best, table, key = r, "self", a
-    return table, key
-
-
 class Bucket:
     """The final nodes filed under one anchor value: ``pure_ids`` are the ids of those
     that match whenever the anchor does, ``pool`` the others (to check)."""
@@ -164,34 +151,31 @@ def _atom(anchor: tuple) -> tuple:
 class Index:
     """The final check nodes of one DFA state: those with an indexable anchor in
     ``by_eq`` / ``by_text`` / ``by_self`` / ``by_has`` (buckets are plain lists until
-    first hit), the others in ``pool``."""
+    first hit); ``lazy``, its shape states with unanchored final nodes (their
+    candidates come from :class:`yfilter.keyed.Keyed`), or None."""
 
-    __slots__ = ("by_eq", "by_text", "by_self", "by_has", "eager", "pool")
+    __slots__ = ("by_eq", "by_text", "by_self", "by_has", "eager", "lazy")
 
-    def __init__(self, nodes: list[CheckNode], rarity: Rarity) -> None:
+    def __init__(self, nodes: list[CheckNode], lazy: frozenset[State] | None) -> None:
         self.by_eq: dict[str, dict[str, Bucket | list]] = {}
         self.by_text: dict[str, Bucket | list] = {}
         self.by_self: dict[str, Bucket | list] = {}
         self.by_has: dict[str, Bucket | list] = {}
-        lazy: list[CheckNode] = []
         for n in nodes:
-            if n.eager:
-                a = n.guard.anchor
-                kind = a[0]
-                if kind == "eq":
-                    table = self.by_eq.get(a[1])
-                    if table is None:
-                        table = self.by_eq[a[1]] = {}
-                    key = a[2]
-                else:
-                    table = self.by_text if kind == "text" else \
-                        self.by_self if kind == "self" else self.by_has
-                    key = a[1]
-                table.setdefault(key, []).append(n)
+            a = n.guard.anchor
+            kind = a[0]
+            if kind == "eq":
+                table = self.by_eq.get(a[1])
+                if table is None:
+                    table = self.by_eq[a[1]] = {}
+                key = a[2]
             else:
-                lazy.append(n)
+                table = self.by_text if kind == "text" else \
+                    self.by_self if kind == "self" else self.by_has
+                key = a[1]
+            table.setdefault(key, []).append(n)
         self.eager = bool(self.by_eq or self.by_text or self.by_self or self.by_has)
-        self.pool = Pool(lazy, rarity) if lazy else None
+        self.lazy = lazy
 
 
 class LazyDFA:
@@ -200,6 +184,7 @@ class LazyDFA:
     def __init__(self, nfa: NFA, budget: int = DEFAULT_BUDGET) -> None:
         self.root = nfa.root
         self.rarity = nfa.rarity
+        self.keyed: Keyed = nfa.keyed
         self.budget = budget
         self.units = 0
         self.flushes = 0
@@ -265,10 +250,12 @@ class LazyDFA:
 
     def index(self, d: DState) -> Index | None:
         """Build (and cache) the index of the final check nodes on ``d``'s states."""
-        nodes = [n for s in d.states if s.checks for n in nodes_of(s.checks)
-                 if n.accept is not None]
-        ix = d.index = Index(nodes, self.rarity) if nodes else None
-        self.charge(len(nodes))
+        eager = [n for s in d.states if s.checks for n in nodes_of(s.checks)
+                 if n.accept is not None and n.eager]
+        keyed = self.keyed
+        lazy = frozenset(s for s in d.states if keyed.has(s)) if len(keyed) else ()
+        ix = d.index = Index(eager, lazy or None) if eager or lazy else None
+        self.charge(len(eager) + len(lazy))
         return ix
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from yfilter.keyed import Keyed
 from yfilter.operators import NO_NEED, AttrTest, Guard, Nested, SelfTest, TextTest
 
 Step = tuple[str, str, "Guard | None"]  # (axis '/' or '//', name test, guard)
@@ -92,8 +93,8 @@ class CheckNode:
     hold (its guard's and its prior's, see :class:`yfilter.operators.Need`).
     ``accept``: the ids of the profile ending here, if any."""
 
-    __slots__ = ("state", "shape", "guard", "pure", "prior", "seg", "span", "eager", "need",
-                 "accept")
+    __slots__ = ("state", "shape", "guard", "pure", "prior", "seg", "span", "depth", "eager",
+                 "need", "accept")
 
     def __init__(self, state: State) -> None:
         self.state, self.shape = state, state.shape
@@ -118,6 +119,8 @@ class CheckNode:
         seg.reverse()
         self.seg = tuple(seg)
         self.span = len(seg) if all(a == "/" for a, _ in seg) else 0
+        above = 0 if self.prior is None else self.prior.depth
+        self.depth = above + self.span if self.span and (above or self.prior is None) else 0
         self.eager = self.guard is not None and self.guard.anchor[0] != "lazy"
         need = NO_NEED if self.guard is None else self.guard.need
         if self.prior is not None:
@@ -173,12 +176,14 @@ class Rarity:
 
 class NFA:
     """A growable, shrinkable YFilter NFA rooted at ``root``. ``size`` counts the
-    states on profiles' own paths, ``total`` also those only shapes use."""
+    states on profiles' own paths, ``total`` also those only shapes use. ``keyed``
+    files the final check nodes without an anchor (:mod:`yfilter.keyed`)."""
 
     def __init__(self) -> None:
         self.root = State()
         self.size = self.total = 0
         self.rarity = Rarity()
+        self.keyed = Keyed(self.rarity)
 
     def insert(self, steps: Iterable[Step]) -> State:
         """Add a path (sharing any existing prefix) and, if it has guards, its shape;
@@ -233,10 +238,15 @@ class NFA:
         state.accept = ids
         if not state.guarded:
             return  # the structure alone decides
-        if state.node is not None:
-            state.node.accept = ids
-            if ids is None and state.label[1] is None:
-                self._detach(state)
+        node = state.node
+        if node is not None:
+            node.accept = ids
+            if ids is None:
+                self.keyed.discard(node)
+                if state.label[1] is None:
+                    self._detach(state)
+            elif not node.eager:
+                self.keyed.add(node)
         elif ids is not None:
             self._attach(state)
 
@@ -244,6 +254,8 @@ class NFA:
         s.node = CheckNode(s)
         if s.node.guard is not None:
             self.rarity.count(s.node.guard, 1)
+        if s.node.accept is not None and not s.node.eager:
+            self.keyed.add(s.node)
         h = s.shape
         if h.checks is None:
             h.checks = s.node
@@ -253,6 +265,7 @@ class NFA:
             h.checks.add(s.node)
 
     def _detach(self, s: State) -> None:
+        self.keyed.discard(s.node)
         if s.node.guard is not None:
             self.rarity.count(s.node.guard, -1)
         h = s.shape

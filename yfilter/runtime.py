@@ -1,21 +1,25 @@
 """Walking a message through the lazy DFA, and checking the profiles whose values
 the indexes bring forward.
 
-The walk visits elements in document order with their depth and keeps the chain of
-the current element's ancestors: per depth the element, its tag and its DFA state
-(shape states, :mod:`yfilter.dfa`). An element in a dead state has nothing below it
-that can match: the walk jumps over its subtree. Where a DFA state has final check
-nodes, its index gives the candidates at the element: those whose anchor one of the
-element's values hits, and, once per DFA state and message, those whose key value
-the message contains (:meth:`Run.contents`). A candidate is checked only if the
-message contains everything it needs.
+The walk visits elements in document order with their depth, twice. The first pass
+runs the DFA alone (shape states, :mod:`yfilter.dfa`): an element in a dead state
+has nothing below it that can match, and the walk jumps over its subtree. The
+second keeps the chain of the current element's ancestors (per depth the element,
+its tag and its DFA state) and, where a DFA state has final check nodes, its index
+gives the candidates at the element: those whose anchor one of the element's values
+hits, and those whose key value the message contains (:meth:`Run.contents`),
+selected once per message among the shape states the first pass reached
+(:class:`yfilter.keyed.Keyed`). A candidate is checked only if the message contains
+everything it needs.
 
 A check node ``c`` (:class:`yfilter.nfa.CheckNode`) holds at an element ``y`` at
 depth ``d`` when (1) ``c``'s shape state is in ``y``'s DFA state: the structure up
 to ``c`` fits the path to ``y``; (2) ``c``'s guard holds at ``y``; and (3) ``c``'s
 prior holds at an ancestor ``z`` from which ``c``'s segment of unguarded steps fits
-the chain down to ``y``: exactly ``span`` levels up for a segment of child steps,
-else some ``z`` where the steps embed (a search over at most ``d`` ancestors). The
+the chain down to ``y``: at depth ``c.prior.depth`` when the path to the prior is
+all child steps (the shape's own match puts it there), exactly ``span`` levels up
+for a segment of child steps, else some ``z`` where the steps embed (a search over
+at most ``d`` ancestors). The
 answers are memoised per node and element, so profiles that share a prefix share
 its checks, and a guard (nested paths included) is evaluated at most once per
 element. So a message costs one DFA step per element, one hash lookup per attribute
@@ -80,37 +84,59 @@ def walk(dfa: LazyDFA, run: Run) -> tuple[set[DState], list]:
         nodes, tags, depths = range(len(doc.tags)), doc.tags, doc.depths
     else:
         nodes, tags, depths = doc.preorder()
-    chk = _Checker(run, dfa, max(depths) + 1)
-    cd, cn, ct = chk.dstates, chk.nodes, chk.tags
-    cd[0] = dfa.start()
-    accepted: set[DState] = set()
+    # First the structure: each element's DFA state (None: below a dead one), and the
+    # indexes met, so that the values are looked up only for shape states reached.
+    chain: list = [None] * (max(depths) + 1)
+    chain[0] = dfa.start()
+    states: list = []
+    indexes: set[Index] = set()
     skip = _DEEPER
     for k in range(len(tags)):
         dep = depths[k]
         if dep > skip:
+            states.append(None)
             continue
         skip = _DEEPER
-        tag = tags[k]
-        par = cd[dep - 1]
-        d = par.trans.get(tag)
+        par = chain[dep - 1]
+        d = par.trans.get(tags[k])
         if d is None:
-            d = dfa.step(par, tag)
+            d = dfa.step(par, tags[k])
         if d.dead:
             skip = dep  # nothing below can match
+            states.append(None)
             continue
-        cd[dep] = d
-        node = cn[dep] = nodes[k]
-        ct[dep] = tag
-        if d.accepts:
-            accepted.add(d)
+        chain[dep] = d
+        states.append(d)
         ix = d.index
         if ix is _UNBUILT:
             ix = dfa.index(d)
         if ix is not None:
+            indexes.add(ix)
+    accepted: set[DState] = set()
+    if not indexes:
+        accepted.update(d for d in states if d is not None and d.accepts)
+        return accepted, []
+    chk = _Checker(run, dfa, len(chain), indexes)
+    cd, cn, ct = chk.dstates, chk.nodes, chk.tags
+    cd[0] = chain[0]
+    for k in range(len(tags)):
+        d = states[k]
+        if d is None:
+            continue
+        dep = depths[k]
+        cd[dep] = d
+        node = cn[dep] = nodes[k]
+        ct[dep] = tags[k]
+        if d.accepts:
+            accepted.add(d)
+        ix = d.index
+        if ix is _UNBUILT:  # the cache was flushed since the first pass
+            ix = dfa.index(d)
+        if ix is not None:
             if ix.eager:
                 chk.fire(ix, node, dep)
-            if ix.pool is not None:
-                chk.candidates(ix.pool, dep)
+            if ix.lazy is not None:
+                chk.unanchored(ix, dep)
     return accepted, chk.found
 
 
@@ -119,17 +145,19 @@ class _Checker:
     id sets of matching profiles."""
 
     __slots__ = ("run", "doc", "dfa", "dstates", "nodes", "tags", "memo", "found", "done",
-                 "_chosen")
+                 "_chosen", "_keyed", "_indexes")
 
-    def __init__(self, run: Run, dfa: LazyDFA, height: int) -> None:
+    def __init__(self, run: Run, dfa: LazyDFA, height: int, indexes: set[Index]) -> None:
         self.run, self.doc, self.dfa = run, run.doc, dfa
+        self._indexes = indexes  # of the DFA states the message reaches
         self.dstates: list = [None] * height  # per depth of the chain
         self.nodes: list = [None] * height
         self.tags: list = [None] * height
         self.memo: dict = {}
         self.found: list = []
         self.done: set[CheckNode] = set()  # final nodes already reported
-        self._chosen: dict[Pool, tuple] = {}  # the candidates of a pool in this message
+        self._chosen: dict[Pool | Index, tuple] = {}  # candidates in this message
+        self._keyed: dict | None = None  # the unanchored candidates, by shape state
 
     def fire(self, ix: Index, node, dep: int) -> None:
         """Check the final nodes whose anchor the element's values hit."""
@@ -172,8 +200,27 @@ class _Checker:
         cands = self._chosen.get(pool)
         if cands is None:
             cands = self._chosen[pool] = pool.select(self.run.contents())
-        if not cands:
-            return
+        if cands:
+            self._check(cands, dep)
+
+    def unanchored(self, ix: Index, dep: int) -> None:
+        """Check the unanchored final nodes of ``ix``'s shape states at this element:
+        those the message's values select (once per message, for all shape states
+        at once: :meth:`yfilter.keyed.Keyed.select`)."""
+        cands = self._chosen.get(ix)
+        if cands is None:
+            by = self._keyed
+            if by is None:
+                shapes = set().union(*[i.lazy for i in self._indexes if i.lazy is not None])
+                by = self._keyed = self.dfa.keyed.select(self.run.contents(), shapes)
+            out: list = []
+            for s in by.keys() & ix.lazy:
+                out.extend(by[s])
+            cands = self._chosen[ix] = tuple(out)
+        if cands:
+            self._check(cands, dep)
+
+    def _check(self, cands: tuple[CheckNode, ...], dep: int) -> None:
         done, found, run = self.done, self.found, self.run
         dstates, nodes = self.dstates, self.nodes
         node = nodes[dep]
@@ -185,13 +232,25 @@ class _Checker:
                 continue
             p = c.prior
             if p is not None:
+                z = p.depth
+                if z:  # c's shape is on the chain, so the prior's element is at z
+                    if z >= dep:
+                        continue
+                    if p.prior is None:  # the common case, inline
+                        if not p.guard.check(run, nodes[z]):
+                            continue
+                    elif not self.holds(p, z):
+                        continue
+                    done.add(c)
+                    found.append(c.accept)
+                    continue
                 span = c.span
                 if not span:
                     if not self.prior_ok(c, dep):
                         continue
                 elif span >= dep:
                     continue
-                elif p.prior is None:  # the common case, inline
+                elif p.prior is None:
                     z = dep - span
                     if p.shape not in dstates[z].states or not p.guard.check(run, nodes[z]):
                         continue
@@ -219,6 +278,8 @@ class _Checker:
         """Does ``c``'s prior hold at an ancestor from which ``c``'s segment leads to
         depth ``dep``?"""
         p = c.prior
+        if p.depth:  # see _check
+            return p.depth < dep and self.holds(p, p.depth)
         if c.span:
             z = dep - c.span
             return z > 0 and self.holds(p, z)
