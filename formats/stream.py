@@ -10,10 +10,13 @@ over the elements)::
   one msgpack map per element; a new layout gets new kinds);
 * ``dict_version``, ``dict_digest`` -- the dictionary a ``stream-dict`` payload was
   encoded with (``nil`` for ``stream``);
-* ``names`` -- Clark names the codes refer to: every element and attribute name of
-  the message for ``stream``; for ``stream-dict`` only names missing from the
-  dictionary, whose codes continue after the dictionary's (the escape for unknown
-  names);
+* ``names`` -- Clark names the codes refer to, joined by NUL into one string: every
+  element and attribute name of the message for ``stream``; for ``stream-dict`` only
+  names missing from the dictionary, whose codes continue after the dictionary's
+  (the escape for unknown names). A source's messages repeat a few such tables:
+  the decoder keeps each one it has checked, keyed by that string, so a repeated
+  table costs one hash lookup and its names are the same string objects in every
+  message (their hashes, which the engine's automaton looks up, already computed);
 * ``codes`` -- element names as integers, in document (pre)order, packed in a msgpack
   ``bin``: one byte each, or two (little-endian) if a code exceeds 255 --
   ``map(table.__getitem__, blob)`` turns them into names in C;
@@ -66,6 +69,9 @@ _KIND_STREAM_DICT = 4
 _FIELDS = 11
 _SEP = "\x00"  # not an XML character: it cannot occur in a text or attribute value
 _unpackb = msgpack.unpackb
+_TABLES: dict[object, tuple[str, ...]] = {}
+"""Name tables already checked, by their joined names (and dictionary digest)."""
+_TABLES_LIMIT = 1024
 
 
 class StreamCodec:
@@ -99,6 +105,9 @@ class StreamCodec:
             index = {name: code for code, name in enumerate(names)}
             head = [self.kind, None, None]
         code = index.__getitem__
+        joined = _SEP.join(names)
+        if joined.count(_SEP) != max(len(names) - 1, 0):
+            raise FormatError("cannot encode an element or attribute name containing NUL")
         try:
             text = _SEP.join(chain(m.texts, islice(m.tails, 1, None)))
             values = _SEP.join(chain.from_iterable(map(dict.values, attrs)))
@@ -110,7 +119,7 @@ class StreamCodec:
         ns = [x for i in compress(range(n), nsmaps) for p, u in nsmaps[i].items() for x in (i, p, u)]
         try:
             columns = [
-                names,
+                joined,
                 _pack_ints(list(map(code, m.tags))),
                 _pack_ints(m.depths),
                 text,
@@ -136,15 +145,13 @@ class StreamCodec:
         kind, version, digest, names, codes, depths, text, counts, keys, values, ns = fields
         if kind != self.kind:
             raise FormatError(f"payload is not {self.name} (layout kind {kind!r})")
-        if not (type(names) is type(ns) is list and type(text) is type(values) is str):
+        if not (type(ns) is list and type(names) is type(text) is type(values) is str):
             raise FormatError(f"{self.name} payload does not have the element stream layout")
         breaks = text.count(_SEP)
         if breaks & 1:
             raise FormatError(f"{self.name} payload has an even number of text nodes")
         n = (breaks >> 1) + 1
-        if names:
-            check_names(names)
-        table = self._name_table(names, version, digest, dictionary) if self.needs_dictionary else names
+        table = self._name_table(names, version, digest, dictionary)
         if type(codes) is not bytes or len(codes) != n:
             codes = _unpack_ints(codes, n)
         try:  # codes come from bytes, so never negative: a bad one is an IndexError
@@ -174,16 +181,30 @@ class StreamCodec:
         )
 
     def _name_table(
-        self, names: list[str], version: object, digest: object, dictionary: Dictionary
+        self, names: str, version: object, digest: object, dictionary: Dictionary | None
     ) -> tuple[str, ...]:
-        """Names by code for ``stream-dict``: the dictionary's, then the payload's
-        escaped ones."""
-        if version != dictionary.version or digest != dictionary.digest:
-            raise FormatError(
-                f"payload was encoded with dictionary version {version!r} of its source, "
-                f"not with {dictionary.source_id!r} v{dictionary.version} (or the content differs)"
-            )
-        return dictionary.names + tuple(names) if names else dictionary.names
+        """Names by code: the payload's own for ``stream``; the dictionary's, then the
+        payload's escaped ones, for ``stream-dict`` (checked once per distinct table)."""
+        if self.needs_dictionary:
+            if version != dictionary.version or digest != dictionary.digest:
+                raise FormatError(
+                    f"payload was encoded with dictionary version {version!r} of its source, "
+                    f"not with {dictionary.source_id!r} v{dictionary.version} (or the content differs)"
+                )
+            if not names:
+                return dictionary.names
+            key: object = (digest, names)
+        else:
+            key = names
+        table = _TABLES.get(key)
+        if table is None:
+            own = names.split(_SEP) if names else []
+            check_names(own)
+            table = dictionary.names + tuple(own) if self.needs_dictionary else tuple(own)
+            if len(_TABLES) >= _TABLES_LIMIT:
+                _TABLES.clear()  # bounded: a stream of ever-new tables must not grow memory
+            _TABLES[key] = table
+        return table
 
 
 def _index_with_dictionary(

@@ -19,7 +19,7 @@ from .infoset import check_invariants
 
 # <a><b x="1">t</b><b/>u</a>: names, codes, depths, text (texts, then tails after
 # the root's), attribute counts, keys and values, namespace declarations.
-GOOD = [3, None, None, ["a", "b", "x"], bytes([0, 1, 1]), bytes([1, 2, 2]), "\x00t\x00\x00\x00u",
+GOOD = [3, None, None, "a\x00b\x00x", bytes([0, 1, 1]), bytes([1, 2, 2]), "\x00t\x00\x00\x00u",
         bytes([0, 1, 0]), bytes([2]), "1", []]
 
 
@@ -47,10 +47,10 @@ def test_the_hand_made_payload_is_valid() -> None:
         ({"a": 1}, "layout"),
         (with_field(0, 4), "layout kind"),
         (with_field(0, 1), "layout kind"),  # the earlier layout, one map per element
-        (with_field(3, ["a", "1b", "x"]), "invalid XML name"),
-        (with_field(3, ["a", 5, "x"]), "invalid XML name"),
-        (with_field(3, ["a", ["b"], "x"]), "not a string"),
-        (with_field(3, "abx"), "layout"),
+        (with_field(3, "a\x001b\x00x"), "invalid XML name"),
+        (with_field(3, "a\x00\x00x"), "invalid XML name"),
+        (with_field(3, ["a", "b", "x"]), "layout"),
+        (with_field(3, "a\x00b"), "attribute codes outside"),
         (with_field(4, bytes([0, 1, 3])), "element codes outside"),
         (with_field(4, [0, 1, 1]), "wrong type or length"),
         (with_field(4, bytes([0, 1])), "wrong type or length"),
@@ -125,14 +125,14 @@ def test_depth_limit() -> None:
     if sys.byteorder == "big":
         depths.byteswap()
     with pytest.raises(FormatError, match="deeper than the limit of 256"):
-        decode([3, None, None, ["a"], bytes(n), depths.tobytes(), "\x00" * (2 * n - 2), bytes(n), b"", "", []])
+        decode([3, None, None, "a", bytes(n), depths.tobytes(), "\x00" * (2 * n - 2), bytes(n), b"", "", []])
 
 
 def test_stream_dict_codes_and_kind(small_dictionary) -> None:
     d = small_dictionary
     blob = formats.encode("stream-dict", b'<nitf version="3"/>', dictionary=d)
     fields = msgpack.unpackb(blob)
-    assert fields[3] == [] and fields[9] == "3"  # every name is in the dictionary
+    assert fields[3] == "" and fields[9] == "3"  # every name is in the dictionary
     with pytest.raises(FormatError, match="not stream "):
         formats.decode("stream", blob)
     fields[8] = bytes([len(d)])
@@ -147,7 +147,7 @@ def test_stream_dict_escapes_names_the_dictionary_lacks(small_dictionary) -> Non
     d = small_dictionary
     xml = b'<nitf version="3"><zz q="1"/></nitf>'
     fields = msgpack.unpackb(formats.encode("stream-dict", xml, dictionary=d))
-    assert fields[3] == ["zz", "q"] and list(fields[4])[1] == len(d) and list(fields[8]) == [d.index["version"], len(d) + 1]
+    assert fields[3] == "zz\x00q" and list(fields[4])[1] == len(d) and list(fields[8]) == [d.index["version"], len(d) + 1]
     assert formats.decode("stream-dict", msgpack.packb(fields), dictionary=d).to_xml() == xml
 
 
@@ -171,6 +171,7 @@ VALUES = st.recursive(
     kind=st.sampled_from([3, 4]),
 )
 @example(changes=[(3, [None, []])], kind=3)  # regression: unhashable name after an unknown one
+@example(changes=[(3, "a\x00b")], kind=3)  # a shorter name table: a code falls outside it
 def test_structured_fuzz_only_format_errors(changes, kind, small_dictionary) -> None:
     """Valid msgpack, plausible layout, one or two fields replaced by junk."""
     if kind == 3:
@@ -186,3 +187,19 @@ def test_structured_fuzz_only_format_errors(changes, kind, small_dictionary) -> 
         return
     check_invariants(m)  # reads every column: what is built on first use cannot fail
     m.to_xml()
+
+
+def test_checked_name_tables_are_kept_and_bad_ones_are_not() -> None:
+    first, second = decode(GOOD), decode(GOOD)
+    assert first.tags[0] is second.tags[0]  # one table, checked once, shared
+    bad = with_field(3, "a\x001b\x00x")
+    for _ in range(2):
+        with pytest.raises(FormatError, match="invalid XML name"):
+            decode(bad)
+
+
+def test_name_with_nul_cannot_be_encoded() -> None:
+    m = formats.Message.from_xml(b"<a/>")
+    m.tags[0] = "a\x00b"
+    with pytest.raises(FormatError, match="NUL"):
+        formats.encode("stream", m)
