@@ -273,6 +273,8 @@ class TreeDoc:
         # section is an empty text node: lxml shows it as '' rather than None.
         text = n.text
         out = [] if text is None else [text]
+        if not len(n):
+            return out
         for c in n:
             if c.tail is not None:
                 out.append(c.tail)
@@ -281,7 +283,10 @@ class TreeDoc:
     @staticmethod
     def string_value(n: etree._Element) -> str:
         # All text and CDATA below, no comment or PI content, as XPath's string-value
-        # (the same as joining itertext(), several times faster).
+        # (the same as joining itertext(), several times faster); without children
+        # (comments and PIs count), just the element's text.
+        if not len(n):
+            return n.text or ""
         return etree.tostring(n, method="text", encoding="unicode", with_tail=False)
 
     @staticmethod
