@@ -18,17 +18,18 @@ text input (it parses with lxml and walks lxml's tree: the target's baseline), o
 text decoded to the element table (what a broker that needs the table anyway does),
 and ``match(header.decode(...))`` on binary input, with a few hundred generated
 profiles, path-only and with value predicates, timed interleaved. Both sides are
-broken down (header / parse or decode, of which msgpack / match) so a missed target
-shows where the time goes. A decoded message builds texts, attribute maps and tree
-links only when the engine first reads them (predicates): that time is in "match on
-table", as lxml's own tree walking is in "match on lxml tree".
+broken down so a missed target shows where the time goes: header; lxml parse, then
+match on lxml's tree (of which building the element list the walk iterates,
+``TreeDoc.preorder``); decode (of which ``msgpack.unpackb``), then match on the
+table (of which building the columns a decoded message leaves to first use --
+texts, attribute maps, tree links -- which predicates need and paths do not).
 
 Dictionaries (names and zstd) are learned from other documents than the measured
 ones: a separate generated sample per grid point; leave-one-out on the corpus
 (two folds with ``--quick``), as a source's dictionary learned from its history.
 
-    python -m bench.formats            # full run, about a minute on 2 cores
-    python -m bench.formats --quick    # smaller, about 10 seconds
+    python -m bench.formats            # full run, about two minutes on 2 shared cores
+    python -m bench.formats --quick    # smaller, about 15 seconds
 
 Writes ``bench/results/formats.json`` and ``bench/results/formats.png``.
 """
@@ -180,6 +181,8 @@ def measure_match(w: Workload, n_profiles: int, reps: int) -> dict:
     import msgpack
 
     from yfilter import Engine
+    from yfilter.document import TreeDoc
+    from yfilter.document import parse_xml as tree_parse
     from yfilter.generators import ProfileGenerator
 
     out: dict[str, dict] = {}
@@ -189,7 +192,7 @@ def measure_match(w: Workload, n_profiles: int, reps: int) -> dict:
         for i, text in enumerate(gen.batch(n_profiles)):
             engine.add(f"q{i}", text)
         totals = dict.fromkeys(MATCH_INPUTS, 0.0)
-        header_only = decode_only = unpack_only = parse_only = 0.0
+        header_only = decode_only = unpack_only = parse_only = preorder_only = columns_only = 0.0
         for k, (xml, d) in enumerate(zip(w.docs, w.dictionaries)):
             store = DictionaryStore([d])
             headers = {
@@ -228,6 +231,13 @@ def measure_match(w: Workload, n_profiles: int, reps: int) -> dict:
             decode_only += _time_us(lambda: formats.decode("stream", blob), reps)
             unpack_only += _time_us(lambda: msgpack.unpackb(blob), reps)
             parse_only += _time_us(lambda: parse_xml(xml), reps)
+            root = tree_parse(xml)
+            preorder_only += _time_us(lambda: TreeDoc(root).preorder(), reps)
+            built = formats.decode("stream", blob)
+            engine.match(built)  # builds the columns the engine reads
+            fresh = _time_us(lambda: engine.match(formats.decode("stream", blob)), reps)
+            columns_only += max(0.0, fresh - _time_us(lambda: formats.decode("stream", blob), reps)
+                                - _time_us(lambda: engine.match(built), reps))
         n = len(w.docs)
         out[mix] = {
             "profiles": n_profiles,
@@ -238,9 +248,11 @@ def measure_match(w: Workload, n_profiles: int, reps: int) -> dict:
                 "header parse (any input)": header_only / n,
                 "text: lxml parse": parse_only / n,
                 "text: match on lxml tree": (totals["text"] - header_only - parse_only) / n,
+                "text: of which element list": preorder_only / n,
                 "stream: decode": decode_only / n,
                 "stream: of which unpackb": unpack_only / n,
                 "stream: match on table": (totals["stream"] - header_only - decode_only) / n,
+                "stream: of which columns": columns_only / n,
             },
         }
     return out

@@ -147,7 +147,8 @@ def test_stream_dict_escapes_names_the_dictionary_lacks(small_dictionary) -> Non
     d = small_dictionary
     xml = b'<nitf version="3"><zz q="1"/></nitf>'
     fields = msgpack.unpackb(formats.encode("stream-dict", xml, dictionary=d))
-    assert fields[3] == "zz\x00q" and list(fields[4])[1] == len(d) and list(fields[8]) == [d.index["version"], len(d) + 1]
+    assert fields[3] == "zz\x00q"  # escaped: codes from len(d) on
+    assert list(fields[4])[1] == len(d) and list(fields[8]) == [d.index["version"], len(d) + 1]
     assert formats.decode("stream-dict", msgpack.packb(fields), dictionary=d).to_xml() == xml
 
 
@@ -157,7 +158,8 @@ VALUES = st.recursive(
         st.booleans(),
         st.integers(-3, 300),
         st.floats(allow_nan=False),
-        st.sampled_from(["", "a", "b", "1x", "{u}c", "\x00", "\x00\x00", "\x00t\x00\x00\x00u", "1\x002"]),
+        st.sampled_from(["", "a", "b", "1x", "{u}c", "\x00", "\x00\x00", "\x00t\x00\x00\x00u", "1\x002",
+                         "a\x00b\x00x", "a\x00x"]),
         st.binary(max_size=4),
     ),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["x", "y", "{u}z", 0, 1]), inner, max_size=2),
