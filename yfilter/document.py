@@ -152,10 +152,11 @@ class TableDoc:
     def string_value(self, n: int) -> str:
         # Not Message.string_value: that appends each descendant's tail right after its
         # text, before the descendant's own children (found by the hypothesis test).
-        texts, tails, ends = self.msg.texts, self.msg.tails, self.msg.ends
+        msg, depths = self.msg, self.depths
+        if n + 1 == len(depths) or depths[n + 1] <= depths[n]:  # childless: ends not needed
+            return msg.texts[n]
+        texts, tails, ends = msg.texts, msg.tails, msg.ends
         end = ends[n]
-        if end == n + 1:
-            return texts[n]
         parts = [texts[n]]
         open_: list[int] = []
         for j in range(n + 1, end):
