@@ -123,7 +123,7 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
     say(f"  registered {len(registered)} profiles (Q1-Q3 + {profiles} generated) in {time.monotonic() - t0:.0f}s")
     t0 = time.monotonic()
     cluster.wait_idle(timeout=timeout)
-    tables = {b: sum(t.stats()["links"] for t in job.state.tables.values()) for b, job in cluster.jobs.items()}
+    tables = {b: sum(t["links"] for t in job.status()["routing"].values()) for b, job in cluster.jobs.items()}
     say(f"  routing tables converged in {time.monotonic() - t0:.0f}s; output links per broker: "
         + ", ".join(f"{b} {n}" for b, n in tables.items()))
 

@@ -158,12 +158,11 @@ class BrokerJob:
         return self.query
 
     def _batch(self, df, batch_id: int) -> None:
-        with self._lock:
-            df.persist()  # read from Kafka once, used by the control collect and the data plane
-            try:
-                self._apply_batch(df)
-            finally:
-                df.unpersist()
+        df.persist()  # read from Kafka once, used by the control collect and the data plane
+        try:
+            self._apply_batch(df)
+        finally:
+            df.unpersist()
 
     def _apply_batch(self, df) -> None:
         from pyspark.sql import functions as F
@@ -172,14 +171,16 @@ class BrokerJob:
                    .select("topic", "key", "value", "headers", "flow", "partition", "offset")
                    .orderBy("partition", "offset").collect())
         out_rows = []
-        before = self.state.version
-        for r in control:
-            headers = [(h["key"], bytes(h["value"])) for h in (r["headers"] or [])]
-            out_rows += self.state.apply(r["flow"], r["key"], r["value"], headers, r["topic"])
-        self._ship_plan()
+        with self._lock:  # status() reads the state from another thread
+            before = self.state.version
+            for r in control:
+                headers = [(h["key"], bytes(h["value"])) for h in (r["headers"] or [])]
+                out_rows += self.state.apply(r["flow"], r["key"], r["value"], headers, r["topic"])
+            self._ship_plan()
+            version = self.state.version
         xml = df.filter((F.col("flow") == "xml") | F.col("topic").startswith(topics.SOURCE_PREFIX))
         result = xml.select("topic", "key", "value", "headers", "partition", "offset").mapInArrow(
-            _arrow_fn(self.settings.broker, self.state.version, self._spec_bc, self.acc), OUT_SCHEMA)
+            _arrow_fn(self.settings.broker, version, self._spec_bc, self.acc), OUT_SCHEMA)
         if out_rows:
             result = result.unionByName(self.spark.createDataFrame(
                 [(t, k, v, [{"key": hk, "value": hv} for hk, hv in h]) for t, k, v, h in out_rows], OUT_SCHEMA))
@@ -188,8 +189,9 @@ class BrokerJob:
          .save())
         # Only after the batch's rows are in Kafka: a crash before this line replays
         # the batch against the older snapshot, so its deltas are sent again.
-        if self.state.version != before:
-            self._save_snapshot()
+        if version != before:
+            with self._lock:
+                self._save_snapshot()
         self.batches += 1
         self.control_packets += len(control)
 
@@ -212,15 +214,18 @@ class BrokerJob:
     def status(self) -> dict:
         """Counters, profiles and routing-table sizes of this broker (for ``onyx status``)."""
         progress = self.query.lastProgress if self.query is not None else None
+        with self._lock:
+            profiles, version = len(self.state.profiles), self.state.version
+            routing = {root: t.stats() for root, t in self.state.tables.items()}
         return {
             "broker": self.settings.broker,
             "running": self.query is not None and self.query.isActive,
             "batches": self.batches,
             "control_packets": self.control_packets,
             **{name: acc.value for name, acc in self.acc.items()},
-            "profiles": len(self.state.profiles),
-            "state_version": self.state.version,
-            "routing": {root: t.stats() for root, t in self.state.tables.items()},
+            "profiles": profiles,
+            "state_version": version,
+            "routing": routing,
             "last_batch_ms": (progress or {}).get("durationMs", {}).get("triggerExecution"),
             "offsets": _end_offsets(progress),
         }
