@@ -222,8 +222,8 @@ class Engine:
 
     def stats(self) -> dict[str, int]:
         """Sizes: profiles, distinct profiles, NFA states (on profiles' paths, and
-        with those only their shapes use), guards, nested paths, and the lazy DFA
-        cache (states, units, flushes)."""
+        with those only their shapes use), guards, nested paths, final nodes filed by
+        key (:mod:`yfilter.keyed`), and the lazy DFA cache (states, units, flushes)."""
         return {
             "profiles": len(self._by_id),
             "distinct_profiles": len(self._queries),
@@ -231,6 +231,7 @@ class Engine:
             "nfa_states_total": self._nfa.total,
             "guards": len(self._reg.guards),
             "nested_paths": len(self._reg.rels),
+            "keyed_nodes": len(self._nfa.keyed),
             "dfa_states": len(self._dfa),
             "dfa_units": self._dfa.units,
             "dfa_flushes": self._dfa.flushes,

@@ -44,7 +44,8 @@ def choose_key(base: frozenset, selves: frozenset, rarity: "Rarity") -> tuple:
 
 class Keyed:
     """The unanchored final check nodes of the automaton, by key. Under a key,
-    ``sure`` nodes need nothing else; the others' whole need is tested."""
+    ``sure`` nodes need nothing else that is rare; the others' whole need is
+    tested."""
 
     def __init__(self, rarity: "Rarity") -> None:
         self._rarity = rarity
@@ -98,7 +99,12 @@ class Keyed:
         g = by_shape.get(node.shape)
         if g is None:
             g = by_shape[node.shape] = ({}, {})
-        g[0 if len(need.base) + len(need.selves) == 1 else 1][node] = None
+        # Sure: nothing else it needs is rare (element names are in most messages,
+        # and the check that follows tests them anyway).
+        rarity = self._rarity
+        sure = not any(v != key and rarity.of(v) for v in need.base) and \
+            not any(v != key for v in need.selves)
+        g[0 if sure else 1][node] = None
         self._filed[node] = (groups, key)
 
     def _unfile(self, node: "CheckNode") -> None:
@@ -117,8 +123,8 @@ class Keyed:
                 del groups[key]
 
     def select(self, values, shapes: set["State"]) -> dict["State", list["CheckNode"]]:
-        """The nodes on ``shapes`` whose whole need the
-        :class:`~yfilter.document.Contents` meet, by shape state."""
+        """The nodes on ``shapes`` whose key the :class:`~yfilter.document.Contents`
+        hold, and the rest of their need if it is rare, by shape state."""
         out: dict = {}
         for c in self._always:
             if c.shape in shapes:

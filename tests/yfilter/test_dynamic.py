@@ -67,9 +67,10 @@ def test_automaton_shrinks_back_to_empty():
         engine.add(str(i), p)
     engine.match(DocGenerator(Schema.nitf(), seed=1).generate())
     assert engine.stats()["nfa_states"] > 300
+    assert engine.stats()["keyed_nodes"] > 0
     for i in range(len(profiles)):
         engine.remove(str(i))
     after = engine.stats()
     for key in ("profiles", "distinct_profiles", "nfa_states", "nfa_states_total", "guards",
-                "nested_paths"):
+                "nested_paths", "keyed_nodes"):
         assert after[key] == empty[key] == 0, key
