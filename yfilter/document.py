@@ -128,10 +128,13 @@ class TableDoc:
         # nearly every element's): its text, then the tails of its children.
         msg = self.msg
         out = [(t,) if t else () for t in msg.texts]
-        tails, parents = msg.tails, msg.parents
-        for j in compress(range(len(tails)), tails):
-            p = parents[j]
-            out[p] = (*out[p], tails[j])
+        tails = msg.tails
+        tailed = list(compress(range(len(tails)), tails))
+        if tailed:  # else no parent is needed (and none built)
+            parents = msg.parents
+            for j in tailed:
+                p = parents[j]
+                out[p] = (*out[p], tails[j])
         return out
 
     def tag(self, n: int) -> str:
