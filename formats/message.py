@@ -19,6 +19,7 @@ and the XML declaration are not kept.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain, islice, repeat
 
 from lxml import etree
 
@@ -113,22 +114,26 @@ class Message:
         tags: list[str],
         depths: list[int],
         text_nodes: Callable[[], tuple[list[str], list[str]]],
-        attrs: Callable[[], list[dict[str, str]]] | None = None,
+        attributes: Callable[[], tuple[Sequence[int], list[str], list[str]]] | None = None,
         nsmaps: dict[int, dict[str | None, str]] | None = None,
     ) -> "Message":
         """A message of which only names and depths are built now: ``text_nodes()``
-        gives the texts and tails and ``attrs()`` the attribute maps (none if ``None``)
-        on first use; namespace declarations come sparsely (element -> declarations);
-        ends and parents follow from ``depths``. The caller has validated what the
-        builders will read (they must not fail) and that ``depths`` describe one tree
-        (``depths[0] == 1``, each next at least 2 and at most one more than the last).
+        gives the texts and tails, and ``attributes()`` the attribute count of each
+        element with all names and all values in document order (no attributes if
+        ``None``), on first use; namespace declarations come sparsely (element ->
+        declarations); ends and parents follow from ``depths``. The caller has
+        validated what the builders will read (they must not fail) and that
+        ``depths`` describe one tree (``depths[0] == 1``, each next at least 2 and at
+        most one more than the last).
 
-        >>> m = Message.lazy(["a", "b"], [1, 2], lambda: (["", "x"], ["", ""]))
-        >>> m.ends, m.parents, m.attrs, m.texts
-        ([2, 2], [-1, 0], [{}, {}], ['', 'x'])
+        >>> m = Message.lazy(["a", "b"], [1, 2], lambda: (["", "x"], ["", ""]),
+        ...                  lambda: ([0, 2], ["p", "q"], ["1", "2"]))
+        >>> m.ends, m.parents, m.texts, m.attrs
+        ([2, 2], [-1, 0], ['', 'x'], [{}, {'p': '1', 'q': '2'}])
         """
         m = cls.__new__(cls)
-        m.__dict__ = {"tags": tags, "depths": depths, "_text_nodes": text_nodes, "_attrs": attrs, "_ns": nsmaps}
+        m.__dict__ = {"tags": tags, "depths": depths, "_text_nodes": text_nodes, "_attributes": attributes,
+                      "_ns": nsmaps}
         return m
 
     @_Lazy
@@ -143,11 +148,39 @@ class Message:
         self.__dict__["texts"], tails = self.__dict__["_text_nodes"]()
         return tails
 
+    def _attribute_columns(self) -> tuple[Sequence[int], list[str], list[str]] | None:
+        """Counts, names and values of a lazy message's attributes (built once)."""
+        d = self.__dict__
+        columns = d.get("_attr_columns")
+        if columns is None:
+            build = d.get("_attributes")
+            if build is None:
+                return None
+            columns = d["_attr_columns"] = build()
+        return columns
+
     @_Lazy
     def attrs(self) -> list[dict[str, str]]:
         """Attributes per element: name -> value."""
-        build = self.__dict__.get("_attrs")
-        return build() if build is not None else [{} for _ in self.tags]
+        columns = self._attribute_columns()
+        if columns is None:
+            return [{} for _ in self.tags]
+        counts, names, values = columns
+        # Each element's map takes its count of pairs off one shared iterator, in C.
+        pairs = zip(names, values)
+        return list(map(dict, map(islice, repeat(pairs), counts)))
+
+    @_Lazy
+    def attr_names(self) -> list[str]:
+        """The names of all attributes, element after element (a flat column)."""
+        columns = self._attribute_columns()
+        return columns[1] if columns is not None else list(chain.from_iterable(self.attrs))
+
+    @_Lazy
+    def attr_values(self) -> list[str]:
+        """The values of all attributes, in the order of :attr:`attr_names`."""
+        columns = self._attribute_columns()
+        return columns[2] if columns is not None else list(chain.from_iterable(map(dict.values, self.attrs)))
 
     @_Lazy
     def nsmaps(self) -> list[dict[str | None, str]]:

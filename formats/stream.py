@@ -51,7 +51,7 @@ import sys
 from array import array
 from collections.abc import Sequence
 from functools import partial
-from itertools import chain, compress, islice, repeat
+from itertools import chain, compress, islice
 from operator import sub
 from typing import TYPE_CHECKING
 
@@ -176,7 +176,7 @@ class StreamCodec:
             tags,
             list(depths),
             partial(_text_nodes, text, n),
-            partial(_attribute_maps, counts, keys, values, table) if total else None,
+            partial(_attribute_columns, counts, keys, values, table) if total else None,
             _namespaces(ns, n) if ns else None,
         )
 
@@ -230,13 +230,11 @@ def _text_nodes(text: str, n: int) -> tuple[list[str], list[str]]:
     return texts, tails
 
 
-def _attribute_maps(
+def _attribute_columns(
     counts: Sequence[int], keys: Sequence[int], values: str, table: Sequence[str]
-) -> list[dict[str, str]]:
-    """The per-element attribute maps of the flat columns (built on first use):
-    each element's map takes its count of pairs off one shared iterator, in C."""
-    pairs = zip(map(table.__getitem__, keys), values.split(_SEP))
-    return list(map(dict, map(islice, repeat(pairs), counts)))
+) -> tuple[Sequence[int], list[str], list[str]]:
+    """Attribute counts, names and values from the flat columns (on first use)."""
+    return counts, list(map(table.__getitem__, keys)), values.split(_SEP)
 
 
 def _pack_ints(values: list[int]) -> bytes:

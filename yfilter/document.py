@@ -127,15 +127,15 @@ class TableDoc:
         # Every element's text nodes at once (a walk with text predicates asks for
         # nearly every element's): its text, then the tails of its children.
         msg = self.msg
-        out = [(t,) if t else () for t in msg.texts]
         tails = msg.tails
         tailed = list(compress(range(len(tails)), tails))
-        if tailed:  # else no parent is needed (and none built)
-            parents = msg.parents
-            for j in tailed:
-                p = parents[j]
-                out[p] = (*out[p], tails[j])
-        return out
+        if not tailed:  # no parent needed (and none built)
+            return [(t,) if t else () for t in msg.texts]
+        out = [[t] if t else [] for t in msg.texts]
+        parents = msg.parents
+        for j in tailed:
+            out[parents[j]].append(tails[j])
+        return list(map(tuple, out))  # shared between callers: immutable
 
     def tag(self, n: int) -> str:
         return self.tags[n]
@@ -182,10 +182,12 @@ class TableDoc:
         return range(n + 1, self.msg.ends[n])
 
     def contents(self) -> "Contents":
-        texts = set(self.msg.texts)
-        texts.update(self.msg.tails)
-        return Contents({attr_atom(k, v) for a in self.msg.attrs for k, v in a.items()}, texts,
-                        set(self.tags),
+        msg = self.msg
+        texts = set(msg.texts)
+        texts.update(msg.tails)
+        # The flat columns (no per-element maps needed); a name a corrupted payload
+        # repeats on one element adds an atom, which can only let more through.
+        return Contents(set(map(attr_atom, msg.attr_names, msg.attr_values)), texts, set(self.tags),
                         self._string_values)
 
     def _string_values(self) -> list[str]:

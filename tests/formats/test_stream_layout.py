@@ -104,6 +104,8 @@ def test_columns_are_built_on_first_use_and_agree() -> None:
     parsed = formats.Message.from_xml(xml)
     assert (m.attrs, m.ends, m.parents, m.nsmaps) == (parsed.attrs, parsed.ends, parsed.parents, parsed.nsmaps)
     assert m.attrs is m.attrs  # stored, not rebuilt
+    assert m.attr_names == parsed.attr_names == ["p", "x", "y", "z"]
+    assert m.attr_values == parsed.attr_values == ["0", "1", "2", ""]
 
 
 def test_text_with_nul_cannot_be_encoded() -> None:
