@@ -335,7 +335,8 @@ def plot(results: dict, path: Path) -> None:
     work = list(results["workloads"])
     x = range(len(work))
     has_match = all("match" in results["workloads"][w] for w in work)
-    fig, axes = plt.subplots(1, 3 if has_match else 2, figsize=(18 if has_match else 13, 5.5))
+    fig, grid = plt.subplots(2 if has_match else 1, 2, figsize=(15, 11 if has_match else 5.5), squeeze=False)
+    axes = grid.flatten()
     # Line style by base format, colour by compression: twelve lines stay readable.
     styles = {"text": "-", "stream": "--", "stream-dict": ":"}
     colours = {"": "black", "zlib": "tab:blue", "zstd": "tab:green", "zstd-dict": "tab:red"}
@@ -347,22 +348,60 @@ def plot(results: dict, path: Path) -> None:
     axes[0].axhline(TARGET_SIZE, color="grey", linewidth=0.8)
     axes[0].set(title="Fig. 7: wire size / text size", ylabel="ratio", ylim=(0, None))
     axes[1].set(title="Fig. 8: sender + receiver time (median)", ylabel="us per message", yscale="log")
-    for ax in axes[:2]:
-        ax.set_xticks(list(x), work)
-        ax.set_xlabel("DocDepth-MaxRepeats / corpus")
     axes[1].legend(fontsize=7, ncol=2)
     if has_match:
-        width = 0.16
-        for k, name in enumerate(MATCH_INPUTS):
-            axes[2].bar([i + (k - 2) * width for i in x],
-                        [results["workloads"][w]["match"]["predicates"]["us_per_doc"][name] for w in work],
-                        width, label=name)
-        profiles = results["workloads"][work[0]]["match"]["predicates"]["profiles"]
-        axes[2].set(title=f"receive + match, {profiles} profiles with predicates", ylabel="us per message")
-        axes[2].set_xticks(list(x), work)
-        axes[2].legend(fontsize=7)
+        _plot_speedups(axes[2], results, work)
+        _plot_breakdown(axes[3], results, work)
+    for ax in axes:
+        ax.set_xticks(list(x), work)
+        ax.set_xlabel("DocDepth-MaxRepeats / corpus")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def _plot_speedups(ax, results: dict, work: list[str]) -> None:
+    x = range(len(work))
+    for mix, marker in (("paths", "o"), ("predicates", "s")):
+        match = [results["workloads"][w]["match"][mix] for w in work]
+        ax.plot(x, [m["speedup_stream_vs_text"] for m in match], marker=marker, color="tab:green",
+                label=f"stream vs text, {mix}")
+        ax.plot(x, [m["speedup_stream_vs_text_as_table"] for m in match], marker=marker, color="tab:orange",
+                linestyle="--", label=f"stream vs text as table, {mix}")
+    ax.axhline(TARGET_SPEEDUP, color="grey", linewidth=0.8)
+    ax.set(title="receive + match speedup of stream input", ylabel="x", ylim=(0, None))
+    ax.legend(fontsize=7)
+
+
+def _plot_breakdown(ax, results: dict, work: list[str]) -> None:
+    """Where receive+match time goes, text (left bar) vs stream (right bar), for the
+    profiles with predicates, as fractions of the text total: header, parse or
+    decode, the element list or the columns built on first use, and the rest of
+    matching (the engine's walk). The target is a stream bar at 1/1.5 or below."""
+    width = 0.38
+    x = range(len(work))
+    match = [results["workloads"][w]["match"]["predicates"] for w in work]
+    scale = [m["us_per_doc"]["text"] for m in match]
+    parts = [
+        ("header", "tab:gray", "header parse (any input)", "header parse (any input)"),
+        ("lxml parse / decode", "tab:blue", "text: lxml parse", "stream: decode"),
+        ("element list / columns", "tab:orange", "text: of which element list", "stream: of which columns"),
+    ]
+    for side, offset in (("text", -width / 2), ("stream", width / 2)):
+        bottom = [0.0] * len(work)
+        for label, colour, text_key, stream_key in parts:
+            key = text_key if side == "text" else stream_key
+            values = [m["breakdown_us"][key] / t for m, t in zip(match, scale)]
+            ax.bar([i + offset for i in x], values, width, bottom=bottom, color=colour,
+                   label=label if side == "text" else None)
+            bottom = [b + v for b, v in zip(bottom, values)]
+        rest = [m["us_per_doc"][side] / t - b for m, t, b in zip(match, scale, bottom)]
+        ax.bar([i + offset for i in x], rest, width, bottom=bottom, color="tab:green",
+               label="rest of matching (engine)" if side == "text" else None)
+    ax.axhline(1 / TARGET_SPEEDUP, color="grey", linewidth=0.8)
+    profiles = match[0]["profiles"]
+    ax.set(title=f"receive+match, text (left) vs stream (right), {profiles} profiles with predicates",
+           ylabel="fraction of text's time")
+    ax.legend(fontsize=7)
 
 
 def _git_state() -> str:
