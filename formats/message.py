@@ -171,6 +171,13 @@ class Message:
         return list(map(dict, map(islice, repeat(pairs), counts)))
 
     @_Lazy
+    def attr_counts(self) -> Sequence[int]:
+        """The number of attributes of each element (with :attr:`attr_names` and
+        :attr:`attr_values`, the attributes as flat columns)."""
+        columns = self._attribute_columns()
+        return columns[0] if columns is not None else list(map(len, self.attrs))
+
+    @_Lazy
     def attr_names(self) -> list[str]:
         """The names of all attributes, element after element (a flat column)."""
         columns = self._attribute_columns()

@@ -18,7 +18,7 @@ values and names the document holds, a :class:`Contents`), ``preceding_siblings`
 from __future__ import annotations
 
 import threading
-from itertools import compress
+from itertools import accumulate, compress
 from typing import Iterable, Iterator
 
 from lxml import etree
@@ -96,12 +96,13 @@ class TableDoc:
     decoded binary message is when they are built (``formats.Message.lazy``).
     """
 
-    __slots__ = ("msg", "tags", "depths", "_text_nodes")
+    __slots__ = ("msg", "tags", "depths", "_text_nodes", "_attr_starts")
 
     def __init__(self, msg: Message) -> None:
         self.msg = msg
         self.tags, self.depths = msg.tags, msg.depths
         self._text_nodes: list[tuple[str, ...]] | None = None
+        self._attr_starts: list[int] | None = None
 
     @property
     def attrs(self) -> list[dict[str, str]]:
@@ -140,11 +141,30 @@ class TableDoc:
     def tag(self, n: int) -> str:
         return self.tags[n]
 
+    # Attributes are read from the message's flat columns: no per-element map is
+    # built. A name repeated on one element (only a corrupted payload has one)
+    # means its last value, as in the message's own maps.
+    def _attr_span(self, n: int) -> tuple[int, int]:
+        starts = self._attr_starts
+        if starts is None:
+            starts = self._attr_starts = list(accumulate(self.msg.attr_counts, initial=0))
+        return starts[n], starts[n + 1]
+
     def attr(self, n: int, name: str) -> str | None:
-        return self.msg.attrs[n].get(name)
+        o, e = self._attr_span(n)
+        names = self.msg.attr_names[o:e]
+        if name not in names:
+            return None
+        return self.msg.attr_values[e - 1 - names[::-1].index(name)]
 
     def attr_items(self, n: int):
-        return self.msg.attrs[n].items()
+        o, e = self._attr_span(n)
+        if o == e:
+            return ()
+        msg = self.msg
+        if e - o == 1:
+            return ((msg.attr_names[o], msg.attr_values[o]),)
+        return dict(zip(msg.attr_names[o:e], msg.attr_values[o:e])).items()
 
     def text_nodes(self, n: int) -> tuple[str, ...]:
         column = self._text_nodes

@@ -79,3 +79,20 @@ def test_transformation_results_on_decoded_messages() -> None:
         assert engine.run(formats.decode("stream", formats.encode("stream", xml))) == expected
         results += sum(map(len, expected.values()))
     assert results > 100  # not vacuous
+
+
+def test_a_repeated_attribute_means_its_last_value_everywhere() -> None:
+    """The encoder never repeats an attribute name on an element; a payload that
+    does (hand-made here) keeps the last value for matching and for ``to_xml``."""
+    import msgpack
+
+    fields = [3, None, None, "a\x00b\x00x", bytes([0, 1, 1]), bytes([1, 2, 2]), "\x00t\x00\x00\x00u",
+              bytes([0, 2, 0]), bytes([2, 2]), "1\x002", []]
+    m = formats.decode("stream", msgpack.packb(fields))
+    engine = Engine()
+    engine.add("first", "/a/b[@x='1']")
+    engine.add("last", "/a/b[@x='2']")
+    engine.add("any", "//b[@x]")
+    engine.add("text", "/a/b[text()='t']")
+    assert engine.match(m) == {"last", "any", "text"} == engine.match(m.to_xml())
+    assert m.attrs[1] == {"x": "2"}
