@@ -144,21 +144,23 @@ class TableDoc:
     # Attributes are read from the message's flat columns: no per-element map is
     # built. A name repeated on one element (only a corrupted payload has one)
     # means its last value, as in the message's own maps.
-    def _attr_span(self, n: int) -> tuple[int, int]:
-        starts = self._attr_starts
-        if starts is None:
-            starts = self._attr_starts = list(accumulate(self.msg.attr_counts, initial=0))
-        return starts[n], starts[n + 1]
+    def _starts(self) -> list[int]:
+        starts = self._attr_starts = list(accumulate(self.msg.attr_counts, initial=0))
+        return starts
 
     def attr(self, n: int, name: str) -> str | None:
-        o, e = self._attr_span(n)
+        starts = self._attr_starts or self._starts()
+        o, e = starts[n], starts[n + 1]
+        if o == e:
+            return None
         names = self.msg.attr_names[o:e]
         if name not in names:
             return None
         return self.msg.attr_values[e - 1 - names[::-1].index(name)]
 
     def attr_items(self, n: int):
-        o, e = self._attr_span(n)
+        starts = self._attr_starts or self._starts()
+        o, e = starts[n], starts[n + 1]
         if o == e:
             return ()
         msg = self.msg
