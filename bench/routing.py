@@ -5,7 +5,9 @@ x {exact, generalized} routing tables, with profile churn (adds, updates and del
 interleaved with the messages), on a random geometric overlay, plus one run of
 transformation profiles with early projection. Each run is checked against the
 centralized engine (ground truth) and measured against flooding in the same run.
-Prints a table, writes ``bench/results/routing.json`` and ``routing.png``.
+Prints a table, writes ``bench/results/routing.json`` and ``routing.png``; each run
+is merged into the JSON as soon as it ends (``--runs`` picks some of the grid, so
+big runs can be made one at a time and land in the same file).
 
 Defaults: 100 brokers, 100,000 profiles, 200 messages, churn 0.1 (10,000 changes);
 the projection run has 100 brokers, 2,000 transformation profiles. ``--quick``: 20
@@ -118,6 +120,16 @@ def plot(results: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _merge(out: Path, name: str, result: dict) -> dict[str, dict]:
+    """Put one run into the JSON file (keeping the other runs there); all runs, in grid order."""
+    runs = json.loads(out.read_text())["runs"] if out.exists() else {}
+    runs[name] = result
+    order = [n for n, _ in grid(Config(), Config(), 0)]
+    runs = {n: runs[n] for n in sorted(runs, key=lambda n: order.index(n) if n in order else len(order))}
+    out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.routing", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small grid (20 brokers, 3,000 profiles, 50 messages)")
@@ -130,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--generalized-profiles", type=int,
                    help="profiles of the generalized runs (default: --profiles; generalized tables re-plan "
                         "as profiles arrive, several times slower to load)")
+    p.add_argument("--runs", nargs="+", metavar="NAME",
+                   help="only these runs of the grid (e.g. uniform/exact geo/exact); others in the JSON stay")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="simulations run at once (default 2)")
     p.add_argument("--out", default=str(RESULTS / "routing.json"), help="JSON path (the plot goes next to it)")
@@ -140,17 +154,19 @@ def main(argv: list[str] | None = None) -> int:
                   messages=args.messages or (50 if quick else 200), churn=args.churn, seed=args.seed)
     transform = replace(base, profiles=args.transform_profiles or (300 if quick else 2000), transform=1.0)
     runs = grid(base, transform, args.generalized_profiles or base.profiles)
-    print(f"{len(runs)} simulations, {args.jobs} at a time", file=sys.stderr)
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            done = dict(pool.map(_run, runs))
-    else:
-        done = dict(map(_run, runs))
-    results = {name: done[name] for name, _ in runs}
-    print(table(results))
+    if args.runs:
+        unknown = set(args.runs) - {name for name, _ in runs}
+        if unknown:
+            p.error(f"unknown run(s) {', '.join(sorted(unknown))}; choose from {', '.join(n for n, _ in runs)}")
+        runs = [(name, cfg) for name, cfg in runs if name in args.runs]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"quick": quick, "runs": results}, indent=1) + "\n")
+    print(f"{len(runs)} simulations, {args.jobs} at a time", file=sys.stderr)
+    results = {}
+    with ProcessPoolExecutor(max(1, args.jobs)) as pool:
+        for name, r in pool.map(_run, runs):
+            results = _merge(out, name, r)
+    print(table(results))
     plot(results, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     bad = sum(r["false_negatives"] + r["delivery_mismatches"] + r["projection_result_mismatches"]
