@@ -8,7 +8,8 @@ an element's own values. It is filed under its *key*: the rarest value its
 since a message lacking that value cannot satisfy it. Per message, one lookup per
 value the message contains (:class:`yfilter.document.Contents`) and a test of the
 rest of each such node's need give the candidates, grouped by shape state
-(:meth:`Keyed.select`); a DFA state then takes those of its own shape states. The
+(:meth:`Keyed.select`); a DFA state then takes those of its own shape states. A
+node decided at the root (:func:`rooted`) needs no more than one guard check. The
 work is in proportion to the nodes whose key the message holds, whatever the
 number of DFA states that share a shape state.
 
@@ -98,13 +99,13 @@ class Keyed:
             by_shape = groups[key] = {}
         g = by_shape.get(node.shape)
         if g is None:
-            g = by_shape[node.shape] = ({}, {})
+            g = by_shape[node.shape] = ({}, {}, {}, {})
         # Sure: nothing else it needs is rare (element names are in most messages,
         # and the check that follows tests them anyway).
         rarity = self._rarity
         sure = not any(v != key and rarity.of(v) for v in need.base) and \
             not any(v != key for v in need.selves)
-        g[0 if sure else 1][node] = None
+        g[(0 if sure else 1) + (2 if rooted(node) else 0)][node] = None
         self._filed[node] = (groups, key)
 
     def _unfile(self, node: "CheckNode") -> None:
@@ -114,21 +115,26 @@ class Keyed:
             return
         groups, key = where
         by_shape = groups[key]
-        sure, check = by_shape[node.shape]
-        sure.pop(node, None)
-        check.pop(node, None)
-        if not sure and not check:
+        g = by_shape[node.shape]
+        for part in g:
+            part.pop(node, None)
+        if not any(g):
             del by_shape[node.shape]
             if not by_shape:
                 del groups[key]
 
-    def select(self, values, shapes: set["State"]) -> dict["State", list["CheckNode"]]:
+    def select(self, values, shapes: set["State"]) -> tuple[dict, list]:
         """The nodes on ``shapes`` whose key the :class:`~yfilter.document.Contents`
-        hold, and the rest of their need if it is rare, by shape state."""
+        hold, and the rest of their need if it is rare: by shape state, and apart,
+        the :func:`rooted` ones."""
         out: dict = {}
+        roots: list = []
         for c in self._always:
             if c.shape in shapes:
-                out.setdefault(c.shape, []).append(c)
+                if rooted(c):
+                    roots.append(c)
+                else:
+                    out.setdefault(c.shape, []).append(c)
         for groups, present in ((self._base, values.base),
                                 (self._selves, values.selves() if self._selves else ())):
             if not groups:
@@ -136,12 +142,24 @@ class Keyed:
             for k in (groups.keys() & present):
                 by_shape = groups[k]
                 for s in (by_shape.keys() & shapes):
-                    sure, check = by_shape[s]
-                    lst = out.get(s)
-                    if lst is None:
-                        lst = out[s] = []
-                    lst.extend(sure)
-                    for c in check:
+                    sure, check, rsure, rcheck = by_shape[s]
+                    if sure or check:
+                        lst = out.get(s)
+                        if lst is None:
+                            lst = out[s] = []
+                        lst.extend(sure)
+                        for c in check:
+                            if c.need.met(values):
+                                lst.append(c)
+                    roots.extend(rsure)
+                    for c in rcheck:
                         if c.need.met(values):
-                            lst.append(c)
-        return out
+                            roots.append(c)
+        return out, roots
+
+
+def rooted(node: "CheckNode") -> bool:
+    """Is the node decided at the root element? It has no guard of its own and its
+    prior binds the root (``/a[...]`` then unguarded steps), so it holds at every
+    element its shape reaches exactly when the prior's guard holds at the root."""
+    return node.guard is None and node.prior is not None and node.prior.depth == 1

@@ -117,7 +117,7 @@ def walk(dfa: LazyDFA, run: Run) -> tuple[set[DState], list]:
         accepted.update(d for d in states if d is not None and d.accepts)
         return accepted, []
     chk = _Checker(run, dfa, len(chain), indexes)
-    cd, cn, ct = chk.dstates, chk.nodes, chk.tags
+    cd, cn, ct, chosen = chk.dstates, chk.nodes, chk.tags, chk.chosen
     cd[0] = chain[0]
     for k in range(len(tags)):
         d = states[k]
@@ -136,7 +136,11 @@ def walk(dfa: LazyDFA, run: Run) -> tuple[set[DState], list]:
             if ix.eager:
                 chk.fire(ix, node, dep)
             if ix.lazy is not None:
-                chk.unanchored(ix, dep)
+                cands = chosen.get(ix)
+                if cands is None:
+                    cands = chk.unanchored(ix)
+                if cands:
+                    chk.check(cands, dep)
     return accepted, chk.found
 
 
@@ -145,7 +149,7 @@ class _Checker:
     id sets of matching profiles."""
 
     __slots__ = ("run", "doc", "dfa", "dstates", "nodes", "tags", "memo", "found", "done",
-                 "_chosen", "_keyed", "_indexes")
+                 "chosen", "_keyed", "_indexes")
 
     def __init__(self, run: Run, dfa: LazyDFA, height: int, indexes: set[Index]) -> None:
         self.run, self.doc, self.dfa = run, run.doc, dfa
@@ -156,7 +160,7 @@ class _Checker:
         self.memo: dict = {}
         self.found: list = []
         self.done: set[CheckNode] = set()  # final nodes already reported
-        self._chosen: dict[Pool | Index, tuple] = {}  # candidates in this message
+        self.chosen: dict[Pool | Index, tuple] = {}  # candidates in this message
         self._keyed: dict | None = None  # the unanchored candidates, by shape state
 
     def fire(self, ix: Index, node, dep: int) -> None:
@@ -197,30 +201,34 @@ class _Checker:
         """Check the final nodes of ``pool`` at this element, once the message is
         known to contain what they need (selected once per pool and message). A pure
         node in a bucket's pool needs no guard check: its anchor is its guard."""
-        cands = self._chosen.get(pool)
+        cands = self.chosen.get(pool)
         if cands is None:
-            cands = self._chosen[pool] = pool.select(self.run.contents())
+            cands = self.chosen[pool] = pool.select(self.run.contents())
         if cands:
-            self._check(cands, dep)
+            self.check(cands, dep)
 
-    def unanchored(self, ix: Index, dep: int) -> None:
-        """Check the unanchored final nodes of ``ix``'s shape states at this element:
-        those the message's values select (once per message, for all shape states
-        at once: :meth:`yfilter.keyed.Keyed.select`)."""
-        cands = self._chosen.get(ix)
-        if cands is None:
-            by = self._keyed
-            if by is None:
-                shapes = set().union(*[i.lazy for i in self._indexes if i.lazy is not None])
-                by = self._keyed = self.dfa.keyed.select(self.run.contents(), shapes)
-            out: list = []
-            for s in by.keys() & ix.lazy:
-                out.extend(by[s])
-            cands = self._chosen[ix] = tuple(out)
-        if cands:
-            self._check(cands, dep)
+    def unanchored(self, ix: Index) -> tuple[CheckNode, ...]:
+        """The unanchored final nodes of ``ix``'s shape states that the message's
+        values select (chosen once per message for all shape states at once, see
+        :meth:`yfilter.keyed.Keyed.select`); kept in :attr:`chosen`."""
+        by = self._keyed
+        if by is None:
+            shapes = set().union(*[i.lazy for i in self._indexes if i.lazy is not None])
+            by, roots = self.dfa.keyed.select(self.run.contents(), shapes)
+            self._keyed = by
+            run, root, found = self.run, self.nodes[1], self.found
+            for c in roots:  # their shapes are reached: the root decides
+                if c.prior.guard.check(run, root):
+                    found.append(c.accept)
+        lazy = ix.lazy
+        out: list = []
+        for s in (lazy.intersection(by) if len(by) < len(lazy) else by.keys() & lazy):
+            out.extend(by[s])
+        cands = self.chosen[ix] = tuple(out)
+        return cands
 
-    def _check(self, cands: tuple[CheckNode, ...], dep: int) -> None:
+    def check(self, cands: tuple[CheckNode, ...], dep: int) -> None:
+        """Report the candidates that hold at the element at depth ``dep``."""
         done, found, run = self.done, self.found, self.run
         dstates, nodes = self.dstates, self.nodes
         node = nodes[dep]
@@ -278,7 +286,7 @@ class _Checker:
         """Does ``c``'s prior hold at an ancestor from which ``c``'s segment leads to
         depth ``dep``?"""
         p = c.prior
-        if p.depth:  # see _check
+        if p.depth:  # see check
             return p.depth < dep and self.holds(p, p.depth)
         if c.span:
             z = dep - c.span
