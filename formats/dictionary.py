@@ -45,7 +45,7 @@ class Dictionary:
     that format's payloads, used by the ``+zstd-dict`` variants.
     """
 
-    __slots__ = ("source_id", "version", "names", "zstd", "index", "by_code", "digest")
+    __slots__ = ("source_id", "version", "names", "zstd", "index", "digest")
 
     def __init__(
         self,
@@ -66,7 +66,6 @@ class Dictionary:
         self.index: dict[str, int] = {name: code for code, name in enumerate(self.names)}
         if len(self.index) != len(self.names):
             raise FormatError(f"dictionary {source_id!r} v{version} lists a name twice")
-        self.by_code: dict[int, str] = dict(enumerate(self.names))
         self.zstd: dict[str, bytes] = {}
         for base, data in (zstd or {}).items():
             if type(base) is not str or not isinstance(data, (bytes, bytearray)) or not data:

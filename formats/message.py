@@ -3,7 +3,11 @@
 A :class:`Message` is a flat, preorder table of the document's elements, so that
 consumers iterate plain lists instead of parsing: element ``i`` has a name, a depth,
 its attributes, the text before its first child, the text after its end tag, the
-index one past its last descendant and its parent's index.
+index one past its last descendant and its parent's index. Attributes also come as
+flat columns (``attr_counts``, ``attr_names``, ``attr_values``). A message decoded
+from a binary payload builds only names and depths at once; the other columns are
+built when first read (:meth:`Message.lazy`), so a receiver matching path-only
+profiles never pays for texts, attributes or tree links.
 
 >>> m = Message.from_xml(b"<a x='1'>hi<b/>there</a>")
 >>> m.tags, m.depths, m.ends, m.texts, m.tails
@@ -220,11 +224,23 @@ class Message:
         return out
 
     def string_value(self, i: int) -> str:
-        """XPath string-value of element ``i``: all descendant text in order."""
-        parts = [self.texts[i]]
-        for j in range(i + 1, self.ends[i]):
-            parts.append(self.texts[j])
-            parts.append(self.tails[j])
+        """XPath string-value of element ``i``: all descendant text in document order
+        (a descendant's tail comes after its own descendants' text).
+
+        >>> Message.from_xml(b"<a>1<b>2<c>3</c>4</b>5</a>").string_value(0)
+        '12345'
+        """
+        texts, tails, ends = self.texts, self.tails, self.ends
+        end = ends[i]
+        parts = [texts[i]]
+        open_: list[int] = []  # the descendants whose subtree has not ended yet
+        for j in range(i + 1, end):
+            while open_ and ends[open_[-1]] <= j:
+                parts.append(tails[open_.pop()])
+            parts.append(texts[j])
+            open_.append(j)
+        while open_:
+            parts.append(tails[open_.pop()])
         return "".join(parts)
 
     @classmethod

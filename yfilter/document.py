@@ -9,10 +9,11 @@
   text nodes exactly as XPath sees them (a comment splits a text node).
 
 Both expose: ``tag``, ``attr``, ``attr_items``, ``text_nodes`` (a sequence of the
-element's text-node children, in order), ``string_value``, ``children``, ``descendants``, ``named_children`` and
-``named_descendants`` (those with a name test, ``'*'`` for any), ``contents`` (the
-values and names the document holds, a :class:`Contents`), ``preceding_siblings``
-(element siblings before a node, any order) and ``order`` (document-order key).
+element's text-node children, in order), ``string_value``, ``children``,
+``descendants``, ``named_children`` and ``named_descendants`` (those with a name
+test, ``'*'`` for any), ``contents`` (the values and names the document holds, a
+:class:`Contents`), ``preceding_siblings`` (element siblings before a node, any
+order) and ``order`` (document-order key).
 """
 
 from __future__ import annotations
@@ -175,23 +176,10 @@ class TableDoc:
         return column[n]
 
     def string_value(self, n: int) -> str:
-        # Not Message.string_value: that appends each descendant's tail right after its
-        # text, before the descendant's own children (found by the hypothesis test).
-        msg, depths = self.msg, self.depths
+        depths = self.depths
         if n + 1 == len(depths) or depths[n + 1] <= depths[n]:  # childless: ends not needed
-            return msg.texts[n]
-        texts, tails, ends = msg.texts, msg.tails, msg.ends
-        end = ends[n]
-        parts = [texts[n]]
-        open_: list[int] = []
-        for j in range(n + 1, end):
-            while open_ and ends[open_[-1]] <= j:
-                parts.append(tails[open_.pop()])
-            parts.append(texts[j])
-            open_.append(j)
-        while open_:
-            parts.append(tails[open_.pop()])
-        return "".join(parts)
+            return self.msg.texts[n]
+        return self.msg.string_value(n)
 
     def children(self, n: int) -> Iterator[int]:
         ends = self.msg.ends
