@@ -1,0 +1,28 @@
+"""A tiny run of ``bench.formats`` (not a timing test: speed is never asserted here)
+writes the table's JSON with every workload, format and breakdown part, and the plot."""
+
+from __future__ import annotations
+
+import json
+
+import formats
+from bench import formats as bench_formats
+
+
+def test_quick_run_writes_results(tmp_path) -> None:
+    assert bench_formats.main(["--quick", "--docs", "2", "--profiles", "20", "--reps", "1",
+                               "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "formats.json").read_text())
+    workloads = results["workloads"]
+    assert [f"{d}-{r}" for d, r in bench_formats.GRID] == list(workloads)[:9]
+    for w in workloads.values():
+        assert set(w["formats"]) == set(formats.available())
+        assert w["formats"]["text"]["size_vs_text"] == 1.0
+        assert w["formats"]["stream-dict+zstd-dict"]["size_vs_text"] < 1.0
+        for mix in ("paths", "predicates"):
+            match = w["match"][mix]
+            assert set(match["us_per_doc"]) == set(bench_formats.MATCH_INPUTS)
+            assert {"header parse (any input)", "text: lxml parse", "stream: decode",
+                    "stream: of which columns"} <= set(match["breakdown_us"])
+    assert {"speedup_paths", "speedup_predicates"} <= set(results["targets"])
+    assert (tmp_path / "formats.png").stat().st_size > 10_000
