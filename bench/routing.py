@@ -13,6 +13,17 @@ Defaults: 100 brokers, 100,000 profiles, 200 messages, churn 0.1 (10,000 changes
 the projection run has 100 brokers, 2,000 transformation profiles. ``--quick``: 20
 brokers, 3,000 profiles, 50 messages (a few minutes). ``--jobs`` runs that many
 simulations at once (a 100k-profile run holds about 6 GB).
+
+The committed ``routing.json`` came from two commands on a shared 2-core machine::
+
+    python -m bench.routing --messages 100 --profiles 20000 --runs uniform/exact geo/exact
+    python -m bench.routing --messages 100 --generalized-profiles 3000 \
+        --runs uniform/generalized geo/generalized transform/exact
+
+Generalized tables re-plan (:mod:`routing.planner`) on every table over budget when
+the sample grows and after many changes; that cost grows with the exact table, so
+generalized runs are kept at thousands of profiles here (3,000: about 20 minutes).
+The 100k-profile exact runs are ``routing_simulate_100k_*.json`` (``routing.simulate``).
 """
 
 from __future__ import annotations
