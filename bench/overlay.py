@@ -4,7 +4,7 @@ Structured Streaming queries over a real Kafka broker, on this machine.
     python -m bench.overlay            # 1k and 100k profiles (about an hour on 2 cores)
     python -m bench.overlay --quick    # 1k profiles, fewer messages (a few minutes)
 
-In one run, on one Kafka broker:
+In one run, on this machine's loopback (each overlay on a fresh Kafka broker):
 
 * **raw Kafka pass-through** (the ceiling): a producer writes the same messages to a
   topic and a consumer reads them back — messages/s, and latency from send to receipt;
@@ -14,9 +14,11 @@ In one run, on one Kafka broker:
   - sustained throughput: a burst of messages published at full speed, timed from the
     first send until every broker has drained its input (messages/s);
   - end-to-end latency: messages published at a steady rate well below that
-    throughput; per message, from its send to the first delivery of it on any delivery
-    topic (p50/p99);
-  - messages forwarded on links, and deliveries.
+    throughput; per message, from its send to its delivery to a probe profile that
+    every message matches, hosted at b6, the far end of the tree (three link hops),
+    on a delivery topic of its own (p50/p99);
+  - messages forwarded on links, and deliveries (each a copy of the message, on the
+    host's delivery topic), per message.
 
 Profiles are generated NITF filters (one or two value predicates) spread round-robin
 over the brokers. For speed the benchmark writes the profiles' query packets straight
@@ -36,6 +38,7 @@ import json
 import os
 import platform
 import statistics
+import shutil
 import sys
 import threading
 import time
@@ -51,6 +54,10 @@ from yfilter.generators import DocGenerator, ProfileGenerator, Schema
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SOURCE_TOPIC = topics.source_topic("news")  # the source of the figure4 overlay
+PROBE = ("bench-probe", "/nitf", "b6")
+"""The latency probe: a profile every message matches, hosted at the far end of the
+tree (b1 -> b2 -> b4 -> b6), delivering to a topic of its own so the clock does not
+have to read every other profile's deliveries."""
 
 
 def _messages(n: int, seed: int) -> list[bytes]:
@@ -65,8 +72,9 @@ def _pct(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def raw_kafka(bootstrap: str, docs: list[bytes], rate: float) -> dict:
-    """Producer -> topic -> consumer, nothing in between: throughput and latency."""
+def raw_kafka(bootstrap: str, burst: list[bytes], steady: list[bytes], rate: float) -> dict:
+    """Producer -> topic -> consumer, nothing in between: throughput of ``burst`` sent
+    at full speed, latency of ``steady`` sent at ``rate``."""
     from kafka import KafkaConsumer
 
     topic = f"bench.raw.{time.time_ns()}"
@@ -75,7 +83,7 @@ def raw_kafka(bootstrap: str, docs: list[bytes], rate: float) -> dict:
                              consumer_timeout_ms=200)
     consumer.poll(1000)  # join and take the partition before anything is sent
     out = {}
-    for pace, name in ((0.0, "burst"), (rate, "steady")):
+    for docs, pace, name in ((burst, 0.0, "burst"), (steady, rate, "steady")):
         sent: dict[str, float] = {}
         got: dict[str, float] = {}
         t0 = time.monotonic()
@@ -104,6 +112,9 @@ def load_profiles(cluster: LocalOverlay, n: int, seed: int) -> float:
     brokers = cluster.overlay.brokers
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=20)
     t0 = time.monotonic()
+    pid, text, host = PROBE
+    key, value, headers = query_packet("add", ProfileRecord(pid, text, host, _probe_topic(cluster), 1))
+    producer.send(topics.broker_topic(host), key=key, value=value, headers=headers)
     for i, text in enumerate(texts):
         host = brokers[i % len(brokers)]
         key, value, headers = query_packet("add", ProfileRecord(f"p{i}", text, host, topics.delivery_topic(host), 1))
@@ -114,15 +125,19 @@ def load_profiles(cluster: LocalOverlay, n: int, seed: int) -> float:
     return time.monotonic() - t0
 
 
-class DeliveryClock:
-    """Per message id, when its first delivery was seen (a consumer thread)."""
+def _probe_topic(cluster: LocalOverlay) -> str:
+    return f"bench.probe.{cluster.settings.name}"
 
-    def __init__(self, bootstrap: str, brokers: list[str]) -> None:
+
+class DeliveryClock:
+    """Per message id, when the probe profile's delivery of it was seen (a consumer thread)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
         from broker.clients import TopicTail
 
-        self.reader = TopicTail(bootstrap, [topics.delivery_topic(b) for b in brokers])
+        topics.ensure_topics(bootstrap, [topic])
+        self.reader = TopicTail(bootstrap, [topic])
         self.first: dict[str, float] = {}
-        self.deliveries = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -130,9 +145,14 @@ class DeliveryClock:
     def _run(self) -> None:
         while not self._stop.is_set():
             for r in self.reader:
-                self.deliveries += 1
                 mid = dict(r.headers).get("onyx-message-id", b"").decode()
                 self.first.setdefault(mid, time.monotonic())
+
+    def wait_for(self, ids, timeout: float) -> None:
+        """Until every one of ``ids`` has been seen, or ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not all(i in self.first for i in ids) and self.thread.is_alive():
+            time.sleep(0.2)
 
     def stop(self) -> None:
         self._stop.set()
@@ -160,35 +180,46 @@ def _send_keyed(bootstrap: str, topic: str, docs: list[bytes], rate: float, pref
     return sent
 
 
-def overlay_run(kafka: KafkaDevCluster, spark, profiles: int, flood: bool, burst: list[bytes],
+def _counted(cluster: LocalOverlay) -> tuple[int, int]:
+    """Messages forwarded on links and deliveries so far, over all brokers."""
+    status = [j.status() for j in cluster.jobs.values()]
+    return sum(s["forwarded"] for s in status), sum(s["delivered"] for s in status)
+
+
+def overlay_run(spark, profiles: int, flood: bool, burst: list[bytes],
                 steady: list[bytes], rate: float, seed: int) -> dict:
-    """One fresh overlay: load profiles, then throughput and latency."""
+    """One fresh overlay on a Kafka broker of its own (topics named by the contract
+    would otherwise still hold the previous run's profiles and messages, and a new
+    overlay reads them from the start): load profiles, then throughput and latency."""
     mode = "flooding" if flood else "routing"
-    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(
-        name=f"bench-{mode}-{profiles}", bootstrap_servers=kafka.bootstrap_servers, flood=flood), spark=spark)
+    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name=f"bench-{mode}-{profiles}", flood=flood),
+                           spark=spark)
     cluster.start()
+    kafka = cluster.kafka
     try:
         converge_s = load_profiles(cluster, profiles, seed)
-        clock = DeliveryClock(kafka.bootstrap_servers, cluster.overlay.brokers)
-        before = sum(j.status()["forwarded"] for j in cluster.jobs.values())
+        clock = DeliveryClock(kafka.bootstrap_servers, _probe_topic(cluster))
+        before = _counted(cluster)
         t0 = time.monotonic()
         _send_keyed(kafka.bootstrap_servers, SOURCE_TOPIC, burst, 0.0, f"{mode}-{profiles}-burst")
         cluster.wait_idle(timeout=7200, settle=2.0)
         throughput = len(burst) / max(1e-9, time.monotonic() - 2.0 - t0)  # the settle time is not work
-        forwarded = sum(j.status()["forwarded"] for j in cluster.jobs.values()) - before
+        forwarded, delivered = (a - b for a, b in zip(_counted(cluster), before))
         sent = _send_keyed(kafka.bootstrap_servers, SOURCE_TOPIC, steady, rate, f"{mode}-{profiles}-steady")
         cluster.wait_idle(timeout=7200, settle=2.0)
-        time.sleep(1.0)
+        clock.wait_for(sent, timeout=60.0)
         clock.stop()
         lat = [clock.first[m] - t for m, t in sent.items() if m in clock.first]
         return {"mode": mode, "profiles": profiles, "converge_s": converge_s,
                 "burst_messages": len(burst), "throughput_msg_s": throughput,
-                "forwarded_per_message": forwarded / len(burst), "steady_rate": rate,
+                "forwarded_per_message": forwarded / len(burst),
+                "deliveries_per_message": delivered / len(burst), "steady_rate": rate,
                 "steady_messages": len(steady), "delivered_messages": len(lat),
                 "latency_p50_s": _pct(lat, 0.5), "latency_p99_s": _pct(lat, 0.99),
                 "latency_median_s": statistics.median(lat) if lat else None}
     finally:
         cluster.stop()
+        shutil.rmtree(kafka.dir, ignore_errors=True)  # gigabytes of deliveries at 100k profiles
 
 
 def _rtm_attempt(kafka: KafkaDevCluster, spark, docs: list[bytes], rate: float) -> dict:
@@ -295,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
           f"over {n_steady} messages", flush=True)
     with KafkaDevCluster(name="bench-overlay") as kafka:
         print("  raw Kafka pass-through ...", end="", flush=True)
-        raw = raw_kafka(kafka.bootstrap_servers, burst, args.rate)
+        raw = raw_kafka(kafka.bootstrap_servers, burst, steady, args.rate)
         print(f" {raw['throughput_msg_s']:,.0f} msg/s, p50 {raw['latency_p50_s'] * 1e3:.1f} ms", flush=True)
         spark = build_session("onyx-bench-overlay")
         try:
@@ -308,21 +339,22 @@ def main(argv: list[str] | None = None) -> int:
             for n in sizes:
                 for flood in (False, True):
                     print(f"  {'flooding' if flood else 'routing':8} {n:>7,} profiles ...", end="", flush=True)
-                    r = overlay_run(kafka, spark, n, flood, burst, steady, args.rate, args.seed)
+                    r = overlay_run(spark, n, flood, burst, steady, args.rate, args.seed)
                     runs.append(r)
                     print(f" {r['throughput_msg_s']:,.1f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.2f} s, "
                           f"p99 {r['latency_p99_s'] or float('nan'):.2f} s, "
-                          f"{r['forwarded_per_message']:.2f} link sends/msg (loaded in {r['converge_s']:.0f} s)",
+                          f"{r['forwarded_per_message']:.2f} link sends/msg, {r['deliveries_per_message']:,.0f} "
+                          f"deliveries/msg (loaded in {r['converge_s']:.0f} s)",
                           flush=True)
         finally:
             spark.stop()
-    print(f"\n{'run':<20} {'msg/s':>10} {'p50 s':>8} {'p99 s':>8} {'links/msg':>10} {'load s':>8}")
+    print(f"\n{'run':<20} {'msg/s':>10} {'p50 s':>8} {'p99 s':>8} {'links/msg':>10} {'deliv/msg':>10} {'load s':>8}")
     print(f"{'raw Kafka':<20} {raw['throughput_msg_s']:>10,.0f} {raw['latency_p50_s']:>8.3f} "
-          f"{raw['latency_p99_s']:>8.3f} {'':>10} {'':>8}")
+          f"{raw['latency_p99_s']:>8.3f} {'':>10} {'':>10} {'':>8}")
     for r in runs:
         print(f"{r['mode'] + ' ' + format(r['profiles'], ','):<20} {r['throughput_msg_s']:>10,.1f} "
               f"{r['latency_p50_s'] or float('nan'):>8.3f} {r['latency_p99_s'] or float('nan'):>8.3f} "
-              f"{r['forwarded_per_message']:>10.2f} {r['converge_s']:>8.0f}")
+              f"{r['forwarded_per_message']:>10.2f} {r['deliveries_per_message']:>10,.0f} {r['converge_s']:>8.0f}")
     result = {"argv": sys.argv[1:] if argv is None else argv,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
               "raw_kafka": raw, "real_time_mode": rtm, "overlay": runs}

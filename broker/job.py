@@ -27,6 +27,7 @@ import pickle
 import re
 import sys
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +58,7 @@ COUNTERS = ("messages", "forwarded", "delivered", "dead_letters")
 """What each broker counts (Spark accumulators, summed over executors)."""
 
 
-def _arrow_fn(broker: str, version: int, spec_bc, acc: dict):
+def _arrow_fn(broker: str, spec_key: str, spec_bc, acc: dict):
     """The function ``mapInArrow`` runs on executors (closes over plain data and
     accumulators only). Per input batch it first yields the rows that forward messages
     down links (and dead letters), then the deliveries to local profiles, so the next
@@ -84,7 +85,7 @@ def _arrow_fn(broker: str, version: int, spec_bc, acc: dict):
             if not batch.num_rows:
                 continue
             if plan is None:
-                plan = cached_plan(broker, version, lambda: pickle.loads(spec_bc.value))
+                plan = cached_plan(broker, spec_key, lambda: pickle.loads(spec_bc.value))
             cols = batch.to_pydict()
             acc["messages"].add(batch.num_rows)
             inbound, early = [], []
@@ -119,6 +120,7 @@ class BrokerJob:
         self._subscribed_sources = False
         self._spec_bc = None
         self._spec_version = -1
+        self._spec_key = ""
         self._lock = threading.Lock()
         self.acc = {name: spark.sparkContext.accumulator(0) for name in COUNTERS}
         self.batches = 0
@@ -180,7 +182,7 @@ class BrokerJob:
             version = self.state.version
         xml = df.filter((F.col("flow") == "xml") | F.col("topic").startswith(topics.SOURCE_PREFIX))
         result = xml.select("topic", "key", "value", "headers", "partition", "offset").mapInArrow(
-            _arrow_fn(self.settings.broker, version, self._spec_bc, self.acc), OUT_SCHEMA)
+            _arrow_fn(self.settings.broker, self._spec_key, self._spec_bc, self.acc), OUT_SCHEMA)
         if out_rows:
             result = result.unionByName(self.spark.createDataFrame(
                 [(t, k, v, [{"key": hk, "value": hv} for hk, hv in h]) for t, k, v, h in out_rows], OUT_SCHEMA))
@@ -202,6 +204,7 @@ class BrokerJob:
                            self.settings.flood)
         old, self._spec_bc = self._spec_bc, self.spark.sparkContext.broadcast(pickle.dumps(spec))
         self._spec_version = self.state.version
+        self._spec_key = uuid.uuid4().hex
         if old is not None:
             old.unpersist()
 

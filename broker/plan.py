@@ -1,9 +1,10 @@
 """The compiled data plane of one broker at one control-state version.
 
 The driver turns its :class:`~broker.state.BrokerState` into a :class:`PlanSpec` (plain
-data) whenever the version changes; executors compile it into a :class:`Plan` once
-and keep it in :data:`_CACHE` under ``(broker, version)``, so a plan is rebuilt per
-version, not per batch. A record goes through three steps: :meth:`Plan.receive`
+data) whenever the version changes and broadcasts it; executors compile it into a
+:class:`Plan` once and keep it in :data:`_CACHE` under the broker and a key unique to
+the spec, so a plan is rebuilt per version, not per batch (the key, unlike the version,
+also tells apart two overlays with a broker of the same name in one Spark application). A record goes through three steps: :meth:`Plan.receive`
 validates the source (or parses the packet header) and decodes by format;
 :meth:`Plan.route` forwards the message down the links of its tree whose routing
 queries it matches (re-encoded in the link's format); :meth:`Plan.deliver` matches the
@@ -183,14 +184,14 @@ class Plan:
         return [(self.delivery[pid], pid.encode(), doc, out) for pid in sorted(results) for doc in results[pid]]
 
 
-_CACHE: dict[str, Plan] = {}
-"""Compiled plans in this (executor) process, by broker: only the newest version is kept."""
+_CACHE: dict[str, tuple[str, Plan]] = {}
+"""Compiled plans in this (executor) process, by broker: only the newest spec is kept."""
 
 
-def cached_plan(broker: str, version: int, load) -> Plan:
-    """The compiled plan of ``broker`` at ``version``; ``load()`` returns the spec if it
-    has to be compiled here (once per version per Python worker)."""
-    plan = _CACHE.get(broker)
-    if plan is None or plan.spec.version != version:
-        plan = _CACHE[broker] = Plan(load())
-    return plan
+def cached_plan(broker: str, spec_key: str, load) -> Plan:
+    """The compiled plan of ``broker`` for the spec with key ``spec_key``; ``load()``
+    returns the spec if it has to be compiled here (once per spec per Python worker)."""
+    cached = _CACHE.get(broker)
+    if cached is None or cached[0] != spec_key:
+        cached = _CACHE[broker] = (spec_key, Plan(load()))
+    return cached[1]
