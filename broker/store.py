@@ -153,7 +153,7 @@ class Store:
         return ProfileRecord(row.id, row.text, row.host_broker, row.delivery_topic, row.version) if row else None
 
     def list_profiles(self, host_broker: str | None = None) -> list[ProfileRecord]:
-        query = select(profiles).order_by(profiles.c.id)
+        query = select(profiles).order_by(profiles.c.created, profiles.c.id)  # registration order
         if host_broker is not None:
             query = query.where(profiles.c.host_broker == host_broker)
         with self.engine.connect() as conn:
