@@ -135,8 +135,7 @@ class DeliveryClock:
     def __init__(self, bootstrap: str, topic: str) -> None:
         from broker.clients import TopicTail
 
-        topics.ensure_topics(bootstrap, [topic])
-        self.reader = TopicTail(bootstrap, [topic])
+        self.reader = TopicTail(bootstrap, [topic])  # creates the topic if it is missing
         self.first: dict[str, float] = {}
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
