@@ -53,7 +53,7 @@ from lxml import etree
 
 from formats import Message
 from yfilter import ast
-from yfilter.flwr import Constructor, Enclosed, Projection as Proj, is_flwr, parse_flwr
+from yfilter.flwr import Constructor, Enclosed, Flwr, Projection as Proj, is_flwr, parse_flwr
 
 Skeleton = tuple[tuple[str, str], ...]
 """A path without predicates: ``(axis, name test)`` per step, from the root."""
@@ -98,10 +98,19 @@ def need(text: str, namespaces: Mapping[str, str] | None = None) -> Needed:
     out: set[Keep] = set()
     binding = _path(q.path.steps, (), out)
     out.add((binding, False))
+    out |= clause_keeps(q, binding)
+    return Need(frozenset(out))
+
+
+def clause_keeps(q: Flwr, binding: Skeleton) -> set[Keep]:
+    """What the where and return clauses of ``q`` read, as paths from ``binding``
+    (the for path's skeleton, or a context of the caller's choosing: see
+    :mod:`routing.restructure`)."""
+    out: set[Keep] = set()
     if q.where is not None:
         _expr(q.where, binding, out)
     _constructor(q.ret, binding, out)
-    return Need(frozenset(out))
+    return out
 
 
 def _path(steps: Iterable[ast.Step], ctx: Skeleton, out: set[Keep]) -> Skeleton:
@@ -225,10 +234,16 @@ class Projection:
             root = message.to_element()
         else:
             root = copy.deepcopy(message)
+        return etree.tostring(self.cut(root), encoding="utf-8")
+
+    def cut(self, root: etree._Element) -> etree._Element:
+        """Project the element ``root`` in place, as the root of what the kept paths
+        start from (a message's root, or a bound element: :mod:`routing.restructure`);
+        returns it."""
         states, kind = self._move(self._start, root.tag)
         if kind < 2:
             self._prune(root, states)
-        return etree.tostring(root, encoding="utf-8")
+        return root
 
     def _prune(self, el: etree._Element, states: frozenset) -> bool:
         """Cut from ``el`` what no kept path needs; whether something below is kept."""
