@@ -22,7 +22,14 @@ FRACTION``), each link also keeps a :class:`~routing.projection.LinkPlan` of the
 needs below it; a link whose profiles all read parts of the message carries the
 projection (early projection), each broker projects what it received, and every
 host runs its profiles on the message as it arrived: their results are compared
-with the centralized engine's on the whole message. Churn (``--churn FRACTION`` of the profile
+with the centralized engine's on the whole message. The same message is also sent
+with early restructuring (:mod:`routing.restructure`): a link whose plan meets the
+three conditions carries the restructured document, a broker that received one routes
+it with a second set of routing tables holding the routing queries of the profiles'
+remainder queries (sent up the trees as deltas like the others) and restructures it
+again for the links below, and every host that received one runs the remainder
+queries on it; their results, deliveries and reach are checked like the others. With
+``--bindings N`` transformation profiles share N for paths. Churn (``--churn FRACTION`` of the profile
 count in adds, updates and deletes) is interleaved with the messages. At the end
 every routing table is compared with one built from scratch from the live profiles.
 
@@ -47,7 +54,8 @@ from routing.generalize import Budget, BudgetError
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
 from routing.placement import PLACEMENTS, Placement, Subscription, by_name
-from routing.projection import WHOLE, LinkPlan, Needed, need
+from routing.projection import WHOLE
+from routing.restructure import Reads, Restructuring, TransformPlan, reads, remainder, remainder_namespaces
 from routing.table import Delta, RoutingTable
 from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
 from yfilter import Engine
@@ -85,6 +93,7 @@ class Config:
     corpus: str | None = None
     engine: str = "shared"
     transform: float = 0.0
+    bindings: int = 0
 
     def check(self) -> None:
         if self.brokers < 2:
@@ -95,6 +104,9 @@ class Config:
             raise SimulationError("--churn is a fraction of the profiles (0 or more)")
         if not 0 <= self.transform <= 1:
             raise SimulationError("--transform is the share of transformation profiles, in [0, 1]")
+        if self.bindings < 0 or (self.bindings and not self.transform):
+            raise SimulationError("--bindings is how many for paths transformation profiles share "
+                                  "(0 or more, and only with --transform)")
         if not 0 <= self.replay < 1:
             raise SimulationError("--replay is a probability in [0, 1)")
         if not 1 <= self.sources <= self.brokers:
@@ -123,7 +135,9 @@ class _Profile:
     version: int
     text: str
     query: RoutingQuery
-    need: Needed
+    reads: Reads
+    rem_text: str | None  # the remainder query of a transformation profile
+    rem_query: RoutingQuery | None  # and its routing query
 
 
 @dataclass
@@ -136,9 +150,14 @@ class _Link:
     ideal_bytes: int = 0
     projected_bytes: int = 0
     projected_messages: int = 0
+    restructured_bytes: int = 0  # every forwarding of the run with early restructuring
+    restructured_messages: int = 0  # the restructured ones
+    restructuring_run_messages: int = 0
     false_positives: int = 0
     deltas: int = 0
     delta_bytes: int = 0
+    remainder_deltas: int = 0
+    remainder_delta_bytes: int = 0
 
 
 Progress = Callable[[str, int, int, dict], None]
@@ -151,6 +170,9 @@ class _Totals:
     false_negatives: int = 0
     mismatches: int = 0
     result_mismatches: int = 0
+    restructured_false_negatives: int = 0
+    restructured_mismatches: int = 0
+    restructured_result_mismatches: int = 0
     adds: int = 0
     updates: int = 0
     deletes: int = 0
@@ -176,7 +198,7 @@ class Simulation:
             corpus, schema = load_corpus(config.corpus)
         self.namespaces = dict(schema.namespaces)
         self.interests = Interests.build(config.interests, self.overlay, schema, config.seed,
-                                         transform=config.transform)
+                                         transform=config.transform, bindings=config.bindings)
         self.messages = Messages(schema, config.seed, corpus)
         if placement is None:
             placement = by_name(config.placement, self.overlay, config.seed, schema)
@@ -191,14 +213,20 @@ class Simulation:
                        for root in self.trees}
         self.local = {b: Engine(self.namespaces) for b in self.brokers}
         self.truth = Engine(self.namespaces)
-        self.plans: dict[tuple[str, str, str], LinkPlan] = {}  # (root, parent, child)
+        self.plans: dict[tuple[str, str, str], TransformPlan] = {}  # (root, parent, child)
+        # Remainder queries: routing tables and host engines for restructured documents.
+        self.rem_namespaces = remainder_namespaces(self.namespaces) if config.transform else {}
+        self.rem_tables = {root: {b: RoutingTable(b, budget, samples=config.samples, engine=shared)
+                                  for b in self.brokers}
+                           for root in self.trees} if config.transform else {}
+        self.rem_local = {b: Engine(self.rem_namespaces) for b in self.brokers} if config.transform else {}
         self.profiles: dict[str, _Profile] = {}
         self.links: dict[tuple[str, str], _Link] = {}
         self.delivered: Counter[str] = Counter()
         self.expected: Counter[str] = Counter()
         self.totals = _Totals()
         self._sources = sorted(self.overlay.sources)
-        self._pending: list[tuple[str, str, str, Delta, int]] = []
+        self._pending: list[tuple[str, str, str, Delta, int, bool]] = []
         self._next_id = 0
         self._progress = progress or (lambda phase, done, total, info: None)
 
@@ -209,12 +237,14 @@ class Simulation:
             link = self.links[(a, b)] = _Link()
         return link
 
-    def _send(self, host: str, delta: Delta) -> None:
+    def _send(self, host: str, delta: Delta, remainder: bool = False) -> None:
+        """Send ``delta`` up every tree from ``host``, for the routing tables of
+        remainder queries if ``remainder``."""
         size = _delta_size(delta)
         for root, tree in self.trees.items():
             parent = tree.parent[host]
             if parent is not None:
-                self._pending.append((root, host, parent, delta, size))
+                self._pending.append((root, host, parent, delta, size, remainder))
 
     def flush(self) -> None:
         """Deliver every delta in flight, in a shuffled order with replays; each
@@ -225,16 +255,20 @@ class Simulation:
             i = rng.randrange(len(pending))
             pending[i], pending[-1] = pending[-1], pending[i]
             item = pending.pop()
-            root, child, broker, delta, size = item
+            root, child, broker, delta, size, rem = item
             link = self._link(child, broker)
-            link.deltas += 1
-            link.delta_bytes += size
+            if rem:
+                link.remainder_deltas += 1
+                link.remainder_delta_bytes += size
+            else:
+                link.deltas += 1
+                link.delta_bytes += size
             if replay and rng.random() < replay:
                 pending.append(item)
-            if self.tables[root][broker].apply(child, delta):
+            if (self.rem_tables if rem else self.tables)[root][broker].apply(child, delta):
                 parent = self.trees[root].parent[broker]
                 if parent is not None:
-                    pending.append((root, broker, parent, delta, size))
+                    pending.append((root, broker, parent, delta, size, rem))
         self.totals.timings["deltas"] += time.perf_counter() - t0
 
     def _query(self, text: str) -> RoutingQuery:
@@ -242,8 +276,15 @@ class Simulation:
             return map_profile(parse_flwr(text, self.namespaces).filter_path())
         return map_profile(parse(text, self.namespaces))
 
-    def _plan(self, host: str, n: Needed, times: int) -> None:
-        """Count a profile's need in (or out of) every link above its host, in every tree:
+    def _remainder(self, text: str) -> tuple[str | None, RoutingQuery | None]:
+        """The remainder query of a transformation profile and its routing query."""
+        if not self.config.transform or not is_flwr(text):
+            return None, None
+        rem = remainder(text, self.namespaces)
+        return rem, map_profile(parse_flwr(rem, self.rem_namespaces).filter_path())
+
+    def _plan(self, host: str, n: Reads, times: int) -> None:
+        """Count a profile's reads in (or out of) every link above its host, in every tree:
         a broker's plan for its parent link is the merge of its children's and its own."""
         if not self.config.transform:
             return
@@ -253,7 +294,7 @@ class Simulation:
                 key = (root, tree.parent[b], b)
                 plan = self.plans.get(key)
                 if plan is None:
-                    plan = self.plans[key] = LinkPlan()
+                    plan = self.plans[key] = TransformPlan()
                 plan.add(n, times)
                 b = tree.parent[b]
 
@@ -265,11 +306,15 @@ class Simulation:
         host = self.place(Subscription(pid, text, home))
         if host not in self.local:
             raise SimulationError(f"placement put profile {pid} on unknown broker {host!r}")
-        self.profiles[pid] = p = _Profile(host, home, 1, text, self._query(text), self._need(text))
-        self._plan(host, p.need, 1)
+        self.profiles[pid] = p = _Profile(host, home, 1, text, self._query(text), self._reads(text),
+                                          *self._remainder(text))
+        self._plan(host, p.reads, 1)
         self.local[host].add(pid, text)
         self.truth.add(pid, text)
-        self._send(host, Delta(pid, 1, self.profiles[pid].query))
+        self._send(host, Delta(pid, 1, p.query))
+        if p.rem_text is not None:
+            self.rem_local[host].add(pid, p.rem_text)
+            self._send(host, Delta(pid, 1, p.rem_query), remainder=True)
         self.totals.adds += 1
         return pid
 
@@ -278,12 +323,20 @@ class Simulation:
         p.text = self.interests.generate(p.home)
         p.version += 1
         query = self._query(p.text)
-        self._plan(p.host, p.need, -1)
-        p.need = self._need(p.text)
-        self._plan(p.host, p.need, 1)
+        self._plan(p.host, p.reads, -1)
+        p.reads = self._reads(p.text)
+        self._plan(p.host, p.reads, 1)
         self.local[p.host].add(pid, p.text)
         self.truth.add(pid, p.text)
         self.totals.updates += 1
+        rem_text, rem_query = self._remainder(p.text)
+        if rem_text is not None:
+            self.rem_local[p.host].add(pid, rem_text)
+        elif p.rem_text is not None:
+            self.rem_local[p.host].remove(pid)
+        if rem_query != p.rem_query:
+            self._send(p.host, Delta(pid, p.version, rem_query), remainder=True)
+        p.rem_text, p.rem_query = rem_text, rem_query
         if query == p.query:
             self.totals.suppressed_updates += 1  # same routing query: nothing to tell upstream
             return
@@ -292,14 +345,17 @@ class Simulation:
 
     def delete_profile(self, pid: str) -> None:
         p = self.profiles.pop(pid)
-        self._plan(p.host, p.need, -1)
+        self._plan(p.host, p.reads, -1)
         self.local[p.host].remove(pid)
         self.truth.remove(pid)
         self._send(p.host, Delta(pid, p.version + 1, None))
+        if p.rem_text is not None:
+            self.rem_local[p.host].remove(pid)
+            self._send(p.host, Delta(pid, p.version + 1, None), remainder=True)
         self.totals.deletes += 1
 
-    def _need(self, text: str) -> Needed:
-        return need(text, self.namespaces) if self.config.transform else WHOLE
+    def _reads(self, text: str) -> Reads:
+        return reads(text, self.namespaces) if self.config.transform else Reads(WHOLE, None)
 
     def churn(self) -> None:
         """One add, update or delete, equally likely (adds when nothing is live)."""
@@ -318,9 +374,10 @@ class Simulation:
 
     # -- messages --------------------------------------------------------------------
     def publish(self, xml: bytes) -> None:
-        """Route one message from a random source and check it against the truth.
-        The message is parsed once, as a broker receiving it would, and every engine
-        on its way matches the decoded :class:`formats.Message`."""
+        """Route one message from a random source and check it against the truth,
+        then the same with early restructuring (:meth:`_publish_restructured`). The
+        message is parsed once, as a broker receiving it would, and every engine on
+        its way matches the decoded :class:`formats.Message`."""
         timings = self.totals.timings
         source = self.rng.choice(self._sources)
         root = self.overlay.root_of(source)
@@ -343,6 +400,7 @@ class Simulation:
         # What each reached broker received: a projection (XML text), or None for the
         # whole message; a broker projects what it received for a link further down.
         arrived: dict[str, bytes | None] = {root: None}
+        routes: dict[str, list[str]] = {}
         element = None
         reached, i = [root], 0
         while i < len(reached):
@@ -351,9 +409,9 @@ class Simulation:
             if not tree.children[b]:
                 continue
             t0 = time.perf_counter()
-            chosen = tables[b].route(message)
+            routes[b] = sorted(tables[b].route(message))
             timings["route"] += time.perf_counter() - t0
-            for c in sorted(chosen):
+            for c in routes[b]:
                 link = self._link(b, c)
                 link.messages += 1
                 link.bytes += size
@@ -381,20 +439,19 @@ class Simulation:
                 link.ideal_bytes += size
 
         t0 = time.perf_counter()
-        delivered: set[str] = set()
-        truth_results = None
+        local: dict[str, frozenset[str]] = {}  # what each reached host delivered
+        truth: list[dict] = []  # the centralized engine's results, computed once if needed
         for b in reached:
             if not len(self.local[b]):
                 continue
             got = arrived[b]
             if got is None:
-                delivered |= self.local[b].match(message)
+                local[b] = self.local[b].match(message)
                 continue
             results = self.local[b].run(got)
-            delivered |= results.keys()
-            if truth_results is None:
-                truth_results = self.truth.run(message)
-            self.totals.result_mismatches += sum(1 for pid, r in results.items() if r != truth_results.get(pid))
+            local[b] = frozenset(results)
+            self.totals.result_mismatches += _differing(results, self._truth_results(message, truth))
+        delivered = frozenset().union(*local.values())
         timings["local"] += time.perf_counter() - t0
 
         at = set(reached)
@@ -404,6 +461,76 @@ class Simulation:
         self.totals.mismatches += len(expected ^ delivered)
         self.expected.update(expected)
         self.delivered.update(delivered)
+        self._publish_restructured(root, message, size, routes, arrived, local, expected, truth)
+
+    def _truth_results(self, message: formats.Message, cache: list[dict]) -> dict:
+        if not cache:
+            cache.append(self.truth.run(message))
+        return cache[0]
+
+    def _publish_restructured(self, root: str, message: formats.Message, size: int,
+                              routes: dict[str, list[str]],
+                              projected: dict[str, bytes | None], local: dict[str, frozenset[str]],
+                              expected: frozenset[str], truth: list[dict]) -> None:
+        """The message of :meth:`publish` again, with early restructuring. Down to
+        the first restructured link everything is as without it (same tables, same
+        input: ``routes``, ``projected`` and ``local`` are reused); below one, a broker
+        routes what it received with the tables of remainder queries, restructures it
+        again for each link, and its hosted profiles run as remainder queries."""
+        timings, t = self.totals.timings, self.totals
+        tree = self.trees[root]
+        # What each reached broker received: whether it is restructured, and the XML
+        # text (None: the whole message).
+        arrived: dict[str, tuple[bool, bytes | None]] = {root: (False, None)}
+        reached, i = [root], 0
+        while i < len(reached):
+            b = reached[i]
+            i += 1
+            if not tree.children[b]:
+                continue
+            restructured, doc = arrived[b]
+            if restructured:
+                t0 = time.perf_counter()
+                chosen = sorted(self.rem_tables[root][b].route(doc))
+                timings["route_restructured"] += time.perf_counter() - t0
+            else:
+                chosen = routes[b]
+            for c in chosen:
+                link = self._link(b, c)
+                plan = self.plans.get((root, b, c))
+                how = plan.decision() if plan is not None else None
+                if isinstance(how, Restructuring):
+                    t0 = time.perf_counter()
+                    sent = how.again(doc) if restructured else how.apply(message if doc is None else doc)
+                    timings["restructure"] += time.perf_counter() - t0
+                    link.restructured_messages += 1
+                    arrived[c] = (True, sent)
+                elif restructured:
+                    raise SimulationError(f"link {b}>{c} below a restructured link cannot restructure "
+                                          f"(its plan: {how})")
+                else:
+                    sent = projected[c]
+                    arrived[c] = (False, sent)
+                link.restructuring_run_messages += 1
+                link.restructured_bytes += size if sent is None else len(sent)
+                reached.append(c)
+
+        t0 = time.perf_counter()
+        delivered: set[str] = set()
+        for b in reached:
+            if not len(self.local[b]):
+                continue
+            restructured, doc = arrived[b]
+            if not restructured:
+                delivered |= local[b]
+                continue
+            results = self.rem_local[b].run(doc)
+            delivered |= results.keys()
+            t.restructured_result_mismatches += _differing(results, self._truth_results(message, truth))
+        timings["local_restructured"] += time.perf_counter() - t0
+        at = set(reached)
+        t.restructured_false_negatives += sum(1 for pid in expected if self.profiles[pid].host not in at)
+        t.restructured_mismatches += len(expected ^ delivered)
 
     # -- the whole run -----------------------------------------------------------------
     def run(self) -> dict:
@@ -443,25 +570,30 @@ class Simulation:
         return self.report(table_mismatches)
 
     def check_tables(self) -> int:
-        """Routing entries (tree, broker, link) and link plans that differ from those
-        built from scratch from the live profiles; 0 when deltas did their job."""
+        """Routing entries (tree, broker, link), of profiles and of remainder queries,
+        and link plans (projection and restructuring) that differ from those built
+        from scratch from the live profiles; 0 when deltas did their job."""
         want: dict[tuple[str, str, str], set] = {}
-        plans: dict[tuple[str, str, str], LinkPlan] = {}
+        want_rem: dict[tuple[str, str, str], set] = {}
+        plans: dict[tuple[str, str, str], TransformPlan] = {}
         for p in self.profiles.values():
             for root, tree in self.trees.items():
                 b = p.host
                 while tree.parent[b] is not None:
-                    want.setdefault((root, tree.parent[b], b), set()).update(p.query)
+                    key = (root, tree.parent[b], b)
+                    want.setdefault(key, set()).update(p.query)
                     if self.config.transform:
-                        plans.setdefault((root, tree.parent[b], b), LinkPlan()).add(p.need)
+                        plans.setdefault(key, TransformPlan()).add(p.reads)
+                        want_rem.setdefault(key, set()).update(p.rem_query or ())
                     b = tree.parent[b]
         bad = sum(1 for key in plans.keys() | self.plans.keys()
-                  if _projection(plans.get(key)) != _projection(self.plans.get(key)))
-        for root, tables in self.tables.items():
-            for broker, table in tables.items():
-                for child in set(table.links) | set(self.trees[root].children[broker]):
-                    if table.entry(child) != frozenset(want.get((root, broker, child), ())):
-                        bad += 1
+                  if _plan_state(plans.get(key)) != _plan_state(self.plans.get(key)))
+        for all_tables, wanted in ((self.tables, want), (self.rem_tables, want_rem)):
+            for root, tables in all_tables.items():
+                for broker, table in tables.items():
+                    for child in set(table.links) | set(self.trees[root].children[broker]):
+                        if table.entry(child) != frozenset(wanted.get((root, broker, child), ())):
+                            bad += 1
         return bad
 
     def report(self, table_mismatches: int) -> dict:
@@ -498,8 +630,16 @@ class Simulation:
             "projected_link_bytes": total("projected_bytes"),
             "projected_link_messages": total("projected_messages"),
             "projection_result_mismatches": t.result_mismatches,
+            "restructured_link_bytes": total("restructured_bytes"),
+            "restructured_link_messages": total("restructured_messages"),
+            "restructuring_run_link_messages": total("restructuring_run_messages"),
+            "restructured_false_negatives": t.restructured_false_negatives,
+            "restructured_delivery_mismatches": t.restructured_mismatches,
+            "restructured_result_mismatches": t.restructured_result_mismatches,
             "delta_messages": total("deltas"),
             "delta_bytes": total("delta_bytes"),
+            "remainder_delta_messages": total("remainder_deltas"),
+            "remainder_delta_bytes": total("remainder_delta_bytes"),
             "table_mismatches": table_mismatches,
             "tables": _table_sizes(sizes),
             "per_link": links,
@@ -507,8 +647,13 @@ class Simulation:
         }
 
 
-def _projection(plan: LinkPlan | None):
-    return None if plan is None else (plan.whole > 0, plan.projection())
+def _plan_state(plan: TransformPlan | None) -> tuple | None:
+    return None if plan is None else plan.state()
+
+
+def _differing(results: dict[str, list[bytes]], truth: dict[str, list[bytes]]) -> int:
+    """Profiles whose results differ from the centralized engine's."""
+    return sum(1 for pid, r in results.items() if r != truth.get(pid))
 
 
 def _delta_size(delta: Delta) -> int:
@@ -557,7 +702,7 @@ def parser() -> argparse.ArgumentParser:
                     "centralized engine and compared with flooding. Prints a table, writes JSON and a plot.",
         epilog="Example: python -m routing.simulate --brokers 100 --profiles 100000 --messages 500 "
                "--churn 0.1 --interests geo --generalize --json bench/results/routing_simulate.json; "
-               "early projection: --profiles 2000 --transform 1.0")
+               "early projection: --profiles 2000 --transform 1.0; early restructuring: add --bindings 4")
     a = p.add_argument
     a("--brokers", type=int, default=100, help="number of brokers (default 100)")
     a("--profiles", type=int, default=10_000, help="profiles registered before the first message (default 10000)")
@@ -585,6 +730,10 @@ def parser() -> argparse.ArgumentParser:
     a("--transform", type=float, default=0.0, metavar="FRACTION",
       help="share of transformation (for/where/return) profiles; links whose profiles below all read "
            "parts of the message carry its projection (early projection) (default 0)")
+    a("--bindings", type=int, default=0, metavar="N",
+      help="transformation profiles draw their for path from N shared ones, so that links can carry "
+           "the message restructured into the bindings (early restructuring); 0: each draws its own "
+           "(default 0)")
     a("--corpus", metavar="DIR", help="publish the *.xml files of DIR instead of generated documents "
                                       "(profiles then come from their vocabulary)")
     a("--json", metavar="PATH", help="write the report here (default bench/results/routing_simulate.json)")
@@ -599,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = Config(args.brokers, args.profiles, args.messages, args.churn, args.seed, args.generalize,
                     args.budget, args.interests, args.placement, args.overlay, args.sources, args.replay,
-                    args.samples, args.corpus, args.engine, args.transform)
+                    args.samples, args.corpus, args.engine, args.transform, args.bindings)
     try:
         sim = Simulation(config, progress=None if args.quiet else _progress_printer())
         result = sim.run()
@@ -612,7 +761,9 @@ def main(argv: list[str] | None = None) -> int:
     report.write_json(result, json_path)
     report.plot(result, plot_path)
     print(f"wrote {json_path} and {plot_path}")
-    ok = result["false_negatives"] == result["delivery_mismatches"] == result["projection_result_mismatches"] == 0
+    ok = all(result[k] == 0 for k in ("false_negatives", "delivery_mismatches", "projection_result_mismatches",
+                                      "restructured_false_negatives", "restructured_delivery_mismatches",
+                                      "restructured_result_mismatches"))
     return 0 if ok else 1
 
 

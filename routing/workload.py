@@ -13,7 +13,11 @@ A subscriber lives near a *home* broker (uniformly at random); its profile is dr
 from the home's region: a filter, or with probability ``transform`` a transformation
 profile (:class:`yfilter.generators.flwr.FlwrGenerator`, same region's view) that,
 like ONYX's Q3, returns parts of a story: it copies no subtree shallower than
-:data:`PART_DEPTH` steps (not the whole ``/nitf`` or ``/nitf/body``). Messages come
+:data:`PART_DEPTH` steps (not the whole ``/nitf`` or ``/nitf/body``). With
+``bindings`` N, transformation profiles draw their for path from N shared ones (as
+news subscribers might all bind ``$msg/nitf/body/body.content/...`` and differ in
+where and return), which is what early restructuring needs; under ``geo`` interests
+each region binds one of the N. Messages come
 from :class:`yfilter.generators.DocGenerator`
 over the full schema, or from real XML files (the schema is then learned from them).
 
@@ -40,7 +44,7 @@ from lxml import etree
 from routing.overlay import Overlay
 from routing.projection import WHOLE, need
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
-from yfilter.generators.flwr import FlwrGenerator
+from yfilter.generators.flwr import FlwrGenerator, FlwrSpec
 
 INTERESTS = ("uniform", "geo")
 
@@ -103,11 +107,15 @@ class Interests:
 
     @classmethod
     def build(cls, kind: str, overlay: Overlay, schema: Schema, seed: int, regions: int = 9,
-              transform: float = 0.0, **profile_kw) -> "Interests":
+              transform: float = 0.0, bindings: int = 0, **profile_kw) -> "Interests":
+        """Interests of ``kind`` over ``overlay``; ``transform`` is the share of
+        transformation profiles, ``bindings`` (if not 0) how many for paths they share."""
         if kind not in INTERESTS:
             raise WorkloadError(f"unknown interests {kind!r}; choose from {', '.join(INTERESTS)}")
         if not 0 <= transform <= 1:
             raise WorkloadError(f"the share of transformation profiles is in [0, 1], not {transform}")
+        if bindings < 0:
+            raise WorkloadError(f"the number of shared bindings cannot be negative ({bindings})")
         kw = {**PROFILE_DEFAULTS, **profile_kw}
         if kind == "uniform":
             region, schemas = dict.fromkeys(overlay.brokers, 0), [schema]
@@ -121,7 +129,13 @@ class Interests:
             schemas = [regional_schema(schema, rng) for _ in range(side * side)]
         seeds = [seed] if kind == "uniform" else [seed * 7919 + r for r in range(len(schemas))]
         gens = [ProfileGenerator(s, seed=n, distinct=False, **kw) for s, n in zip(schemas, seeds)]
-        flwr = [FlwrGenerator(s, seed=n, **FLWR_DEFAULTS) for s, n in zip(schemas, seeds)]
+        if bindings:
+            shared = BoundFlwrGenerator(schema, [], seed=seed, **FLWR_DEFAULTS).draw_bindings(bindings)
+            # Under geo interests a region binds one of them: neighbours read the same part.
+            mine = [shared] if kind == "uniform" else [[shared[r % len(shared)]] for r in range(len(schemas))]
+            flwr = [BoundFlwrGenerator(s, b, seed=n, **FLWR_DEFAULTS) for s, b, n in zip(schemas, mine, seeds)]
+        else:
+            flwr = [FlwrGenerator(s, seed=n, **FLWR_DEFAULTS) for s, n in zip(schemas, seeds)]
         return cls(kind, region, gens, flwr, transform, random.Random(seed))
 
     def generate(self, home: str) -> str:
@@ -130,6 +144,47 @@ class Interests:
         if self.transform and self.rng.random() < self.transform:
             return _part_profile(self.transformers[r])
         return self.generators[r].generate()
+
+
+Binding = tuple[str, str]
+"""A shared for path (XPath text) and the schema element it binds."""
+
+
+class BoundFlwrGenerator(FlwrGenerator):
+    """Transformation profiles whose for path is one of ``bindings``; where and
+    return clauses as :class:`FlwrGenerator` draws them for the bound element."""
+
+    def __init__(self, schema: Schema, bindings: list[Binding], **kw) -> None:
+        super().__init__(schema, **kw)
+        self.bindings = bindings
+
+    def draw_bindings(self, n: int) -> list[Binding]:
+        """``n`` distinct for paths at least :data:`PART_DEPTH` steps deep (so the
+        profiles binding them return parts of a story), one in five with a value
+        predicate (a binding that is rare in messages leaves little to measure).
+
+        >>> b = BoundFlwrGenerator(Schema.nitf(), [], seed=0).draw_bindings(3)
+        >>> len({path for path, _ in b}), all(path.count("/") >= PART_DEPTH for path, _ in b)
+        (3, True)
+        """
+        out: dict[str, str] = {}
+        for _ in range(1000 * n):
+            if len(out) == n:
+                return sorted(out.items())
+            steps = self._path(None, self.rnd.randint(PART_DEPTH, max(PART_DEPTH, self.depth)))
+            if len(steps) < PART_DEPTH:
+                continue
+            if self.rnd.random() < 0.2:
+                st = self.rnd.choice(steps)
+                st[3].append(self._value_pred(st[1]))
+            out.setdefault(self._render(steps, absolute=True), steps[-1][1])
+        raise WorkloadError(f"the schema has fewer than {n} distinct bindings {PART_DEPTH} or more steps deep")
+
+    def spec(self) -> FlwrSpec:
+        rnd = self.rnd
+        path, el = rnd.choice(self.bindings)
+        where = self._condition(el, 0) if rnd.random() < self.p_where else None
+        return FlwrSpec("$s", path, where, self._element(el, 0), layout=rnd.randrange(2))
 
 
 def _part_profile(gen: FlwrGenerator) -> str:
