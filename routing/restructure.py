@@ -177,6 +177,8 @@ def remainder_namespaces(namespaces: Mapping[str, str]) -> dict[str, str]:
 
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, strip_cdata=False)
+_EMPTY = etree.tostring(etree.Element(WRAPPER, nsmap={PREFIX: NS}))
+_OPEN, _CLOSE = _EMPTY[:-2] + b">", f"</{PREFIX}:bindings>".encode()
 
 
 class Restructuring:
@@ -203,17 +205,19 @@ class Restructuring:
         """The restructured document of ``message`` (XML text, e.g. a projection of
         the message from a link above, or a decoded message)."""
         session = self._engine.start(message)
-        root = etree.Element(WRAPPER, nsmap={PREFIX: NS})
-        for node in select(session, self._nav):
-            root.append(self.projection.cut(copy_node(session, node)))
-        for el in root.iter():
+        copies = [self.projection.cut(copy_node(session, node)) for node in select(session, self._nav)]
+        if not copies:
+            return _EMPTY
+        for el in (e for c in copies for e in c.iter()):
             # An empty text node (an empty CDATA section to the engine) would be
             # written as nothing and read back as no text node at all.
             if el.text == "":
                 el.text = etree.CDATA("")
             if el.tail == "":
                 el.tail = etree.CDATA("")
-        return etree.tostring(root, encoding="utf-8")
+        # Each copy is written on its own: moving it under the wrapper would let lxml
+        # rewrite its namespace prefixes (same names, other bytes in the results).
+        return b"".join([_OPEN, *(etree.tostring(c, encoding="utf-8") for c in copies), _CLOSE])
 
     def again(self, restructured: bytes) -> bytes:
         """Restructure a document that is already restructured (by a plan with this
@@ -288,6 +292,9 @@ class TransformPlan:
         """What the link carries: restructured, else projected, else (None) the message."""
         return self.restructuring() or self.projection()
 
-    def state(self) -> tuple:
-        """What the plan decides, comparable with a plan rebuilt from scratch."""
+    def state(self) -> tuple | None:
+        """What the plan decides, comparable with a plan rebuilt from scratch; None
+        when nothing is counted (every profile counts in ``others`` or ``bindings``)."""
+        if not self.others and not self.bindings:
+            return None
         return self.projecting.whole > 0, self.projection(), self.restructuring()

@@ -29,6 +29,9 @@ def _correct(r: dict) -> None:
     assert r["false_negatives"] == 0
     assert r["delivery_mismatches"] == 0
     assert r["projection_result_mismatches"] == 0
+    # the same messages with early restructuring
+    assert r["restructured_false_negatives"] == r["restructured_delivery_mismatches"] == 0
+    assert r["restructured_result_mismatches"] == 0
     assert r["deliveries"] == r["expected_deliveries"]
     assert r["profiles_delivered_exactly"] == r["profiles_with_matches"]
     assert r["table_mismatches"] == 0
@@ -104,6 +107,8 @@ def test_real_corpus_messages(tmp_path):
     (dict(replay=1.0), "--replay"),
     (dict(interests="local"), "unknown --interests"),
     (dict(transform=1.5), "--transform"),
+    (dict(bindings=3), "--bindings"),
+    (dict(transform=1.0, bindings=-1), "--bindings"),
 ])
 def test_bad_configs_are_refused(bad, message):
     with pytest.raises(SimulationError, match=message):
