@@ -43,6 +43,11 @@ from yfilter.parser import parse
 
 from routing.dnf import engine_text
 
+_CACHED = 1 << 20
+"""Atoms whose parse and rewrites are remembered (a 100-broker simulation with 100,000
+profiles holds about half a million distinct atoms, and plans ask about each one
+many times)."""
+
 
 class Step(NamedTuple):
     """One step of an atom: axis (``/`` or ``//``), name test (Clark name or ``*``)
@@ -56,7 +61,7 @@ class Step(NamedTuple):
         return self.axis + self.test + "".join(f"[{p}]" for p in self.preds)
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=_CACHED)
 def parse_atom(atom: str) -> tuple[Step, ...]:
     """The steps of an atom (an absolute path of steps with predicates, no tail).
 
@@ -125,13 +130,13 @@ def has_predicates(atom: str) -> bool:
     return any(s.preds for s in parse_atom(atom))
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=_CACHED)
 def skeleton(atom: str) -> str:
     """The atom without any predicate."""
     return render(Step(s.axis, s.test) for s in parse_atom(atom))
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=_CACHED)
 def strip_steps(atom: str) -> tuple[str, ...]:
     """The atom without the predicates of one step, for each step that has some
     (a finer generalization (b) than :func:`skeleton`)."""
@@ -140,7 +145,7 @@ def strip_steps(atom: str) -> tuple[str, ...]:
                  for i, s in enumerate(steps) if s.preds)
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=_CACHED)
 def shorten(atom: str) -> str | None:
     """First and last step joined by ``//`` (two steps: ``//last``); None if the
     atom cannot get shorter."""
@@ -153,14 +158,14 @@ def shorten(atom: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=_CACHED)
 def prefixes(atom: str) -> tuple[str, ...]:
     """Texts of the atom's step prefixes, shortest first (the atom itself last)."""
     steps = parse_atom(atom)
     return tuple(render(steps[:i]) for i in range(1, len(steps) + 1))
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=_CACHED)
 def closure(atom: str) -> frozenset[str]:
     """Atoms implied by ``atom``: its prefixes, with and without predicates."""
     return frozenset(prefixes(atom)) | frozenset(prefixes(skeleton(atom)))
@@ -293,7 +298,7 @@ def _operand_node(text: str) -> ast.RelPath:
     return ast.RelPath((), ast.AttrTail(text[1:]))
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=_CACHED)
 def merge_key(atom: str) -> tuple[str, int, str] | None:
     """``(skeleton, step index, operand)`` when the atom's only predicate is a simple
     one (see :func:`simple_predicate`); atoms with equal keys can be merged."""

@@ -57,9 +57,10 @@ class GeneralizedView:
 
     ``samples`` recent messages (see :meth:`observe`) measure filtering power;
     a plan aims at ``headroom`` times the budget so that deltas fit for a while.
-    :meth:`due` says when to re-plan: over budget; the sample has grown fourfold
-    since the last plan (until full); or more than ``refresh`` times the table's
-    conjunctions changed since (stale generalizations get tighter again).
+    :meth:`due` says when to re-plan: over budget; at the first message, and again
+    once the sample is full (a plan of a big table costs seconds, so not at every
+    step in between); or more than ``refresh`` times the table's conjunctions
+    changed since (stale generalizations get tighter again).
     ``engine`` is the :class:`~routing.matcher.AtomEngine` the view matches with
     (shared with other tables, or None for one of its own)."""
 
@@ -118,7 +119,7 @@ class GeneralizedView:
 
     def due(self, exact: LinkMatcher) -> bool:
         n = len(self.samples)
-        if self._planned_with < self.samples.maxlen and n >= min(self.samples.maxlen, 4 * self._planned_with or 1):
+        if self._planned_with < self.samples.maxlen and n >= (self.samples.maxlen if self._planned_with else 1):
             return True
         if self._changes > max(64, self.refresh * exact.total()):
             return True

@@ -292,3 +292,34 @@ def test_view_tracks_deletes_of_collapsed_links():
         exact.discard("l", c)
         view.discard("l", c, exact)
     assert view.matcher.links == []
+
+
+def test_a_table_far_over_budget_is_planned_in_a_batch_as_well_as_by_the_lazy_search(monkeypatch):
+    """Far over the target (here about 30 times) the coarse candidates are priced
+    once and taken best first: the view fits, misses nothing, and forwards about
+    as much as the view of the lazy search alone."""
+    import routing.planner
+
+    profiles = _profiles(11, 1500, n_preds=(2, 3))
+    docs = _docs(12, 40)
+
+    def routed(batch_until: float) -> int:
+        monkeypatch.setattr(routing.planner, "_BATCH_UNTIL", batch_until)
+        exact, general = RoutingTable("x"), RoutingTable("x", Budget(atoms=100), samples=16)
+        for i, p in enumerate(profiles):
+            d = Delta(f"p{i}", 1, map_profile(p))
+            exact.apply(f"l{i % 20}", d)
+            general.apply(f"l{i % 20}", d)
+        assert exact.stats()["atoms"] > 30 * 80  # 30 times the plan's target (4/5 of the budget)
+        for doc in docs[:16]:
+            general.route(doc)
+        assert general.budget.fits(general.stats())
+        total = 0
+        for doc in docs[16:]:
+            got = general.route(doc)
+            assert exact.route(doc) <= got
+            total += len(got)
+        return total
+
+    batch, lazy = routed(16.0), routed(float("inf"))
+    assert batch <= 1.1 * lazy
