@@ -18,8 +18,8 @@ negative) and that the set of profiles delivered is exactly the expected one, an
 counts, per link, messages and bytes forwarded, forwardings nobody downstream needed
 (false positives), what perfect routing would forward, and what flooding (every
 message over every tree link) costs. With transformation profiles (``--transform
-FRACTION``), each link also keeps a :class:`~routing.projection.LinkPlan` of the
-needs below it; a link whose profiles all read parts of the message carries the
+FRACTION``), each link also keeps a :class:`~routing.restructure.TransformPlan` of
+the needs below it; a link whose profiles all read parts of the message carries the
 projection (early projection), each broker projects what it received, and every
 host runs its profiles on the message as it arrived: their results are compared
 with the centralized engine's on the whole message. The same message is also sent
