@@ -64,7 +64,7 @@ from lxml import etree
 from formats import Message
 from routing.projection import WHOLE, Keep, LinkPlan, Needed, Projection, clause_keeps, need
 from yfilter import Engine, ast
-from yfilter.flwr import Flwr, _lex, is_flwr, parse_flwr
+from yfilter.flwr import Flwr, is_flwr, parse_flwr
 from yfilter.navigate import Nav, select
 from yfilter.steps import Step
 from yfilter.transform import copy_node
@@ -133,20 +133,8 @@ def remainder(text: str, namespaces: Mapping[str, str] | None = None) -> str:
     'for $x in $msg/onyx:bindings/* where $x/c return <r/>'
     """
     q = parse_flwr(text, namespaces)  # the ProfileError of a bad profile, with its position
-    toks, ret_at = _lex(text, 0, stop_word="return")
-    start = toks[2].col - 1 + len(toks[2].text)  # for $var in
-    end, depth, prev = ret_at, 0, toks[2]
-    for t in toks[3:]:
-        if t.kind == "op" and t.text in "[(":
-            depth += 1
-        elif t.kind == "op" and t.text in "])":
-            depth -= 1
-        elif (t.kind == "name" and t.text == "where" and depth == 0
-              and not (prev.kind == "op" and prev.text in ("/", "//", "@", "::"))):
-            end = t.col - 1
-            break
-        prev = t
-    out = f"{text[:start]} $msg/{PREFIX}:bindings/* {text[end:]}"
+    start, end = q.span
+    out = f"{text[:start]}$msg/{PREFIX}:bindings/* {text[end:]}"
     r = parse_flwr(out, remainder_namespaces(namespaces or {}))
     if _clauses(r) != _clauses(q):  # the splice must not change a clause
         raise RestructureError(f"cannot split the for path off profile {text!r}")

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from yfilter import ast
@@ -123,6 +123,9 @@ class Flwr:
     path: ast.Path
     where: ast.Expr | None
     ret: Constructor
+    span: tuple[int, int] = field(default=(0, 0), compare=False)
+    """Where the for path is in the profile's text (``text[start:end]``, trailing
+    blanks included), for rewriting a profile around its binding."""
 
     def filter_path(self) -> ast.Path:
         """``for`` and ``where`` as one filtering path: the where condition becomes the
@@ -143,11 +146,11 @@ def parse_flwr(text: str, namespaces: Mapping[str, str] | None = None) -> Flwr:
     ns = dict(namespaces or {})
     tokens, ret_at = _lex(text, 0, stop_word="return")
     head = _ClauseParser(tokens, ns, var=None)
-    var, path, where = head.head()
+    var, path, where, span = head.head()
     if ret_at is None:
         raise ProfileError("expected 'return' after the for/where clauses", len(text) + 1)
     ret = _ReturnParser(text, ret_at + len("return"), ns, var).parse()
-    return Flwr(var, path, where, ret)
+    return Flwr(var, path, where, ret, span)
 
 
 class _StopTok(_Tok):
@@ -262,7 +265,7 @@ class _ClauseParser(_Parser):
         self.depth = 0  # > 0 inside a step predicate, where plain XPath applies
 
     # -- for / where ---------------------------------------------------------------
-    def head(self) -> tuple[str, ast.Path, ast.Expr | None]:
+    def head(self) -> tuple[str, ast.Path, ast.Expr | None, tuple[int, int]]:
         self.word("for")
         t = self.tok
         if t.kind != "var" or t.text == "$":
@@ -272,7 +275,9 @@ class _ClauseParser(_Parser):
         self.var = t.text
         self.i += 1
         self.word("in")
+        start = self.tok.col - 1
         path = self.for_path()
+        span = (start, self.tok.col - 1)  # up to the next clause (or the end of the text)
         if self.at(","):
             raise ProfileError("only one for clause (one variable) is supported", self.tok.col)
         where = None
@@ -291,7 +296,7 @@ class _ClauseParser(_Parser):
             if t.kind == "eof":
                 raise ProfileError("expected 'return' after the for/where clauses", t.col)
             raise ProfileError(f"unexpected {t.describe()} (expected 'where' or 'return')", t.col)
-        return self.var, path, where
+        return self.var, path, where, span
 
     def word(self, w: str) -> None:
         t = self.tok

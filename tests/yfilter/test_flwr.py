@@ -223,3 +223,13 @@ def test_message_copies_keep_the_prefixes_of_the_text():
     e.add("t", "for $e in $msg/d:m/d:e return <r>{$e}</r>")
     assert e.run(xml) == e.run(Message.from_xml(xml)) == {
         "t": [b'<r><e xmlns="urn:d"><s xmlns="urn:x"><b>t</b></s></e></r>']}
+
+
+@pytest.mark.parametrize("text, path", [
+    ("for $n in $msg/nitf return <r/>", "$msg/nitf "),
+    ("for $n in $msg//a[b = 'where'] where $n/c return <r/>", "$msg//a[b = 'where'] "),
+    ("for $n in\t$msg/a[@x='return']return <r/>", "$msg/a[@x='return']"),
+])
+def test_the_for_path_span_covers_exactly_the_binding_path(text, path):
+    start, end = parse_flwr(text).span
+    assert text[start:end] == path
