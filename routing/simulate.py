@@ -57,6 +57,7 @@ from routing.placement import PLACEMENTS, Placement, Subscription, by_name
 from routing.projection import WHOLE
 from routing.restructure import Reads, Restructuring, TransformPlan, reads, remainder, remainder_namespaces
 from routing.table import Delta, RoutingTable
+from routing.trees import BroadcastTree
 from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
 from yfilter import Engine
 from yfilter.generators import Schema
@@ -289,14 +290,11 @@ class Simulation:
         if not self.config.transform:
             return
         for root, tree in self.trees.items():
-            b = host
-            while tree.parent[b] is not None:
-                key = (root, tree.parent[b], b)
-                plan = self.plans.get(key)
+            for parent, b in tree.links_up(host):
+                plan = self.plans.get((root, parent, b))
                 if plan is None:
-                    plan = self.plans[key] = TransformPlan()
+                    plan = self.plans[(root, parent, b)] = TransformPlan()
                 plan.add(n, times)
-                b = tree.parent[b]
 
     def add_profile(self) -> str:
         pid = f"p{self._next_id}"
@@ -402,12 +400,9 @@ class Simulation:
         arrived: dict[str, bytes | None] = {root: None}
         routes: dict[str, list[str]] = {}
         element = None
-        reached, i = [root], 0
-        while i < len(reached):
-            b = reached[i]
-            i += 1
-            if not tree.children[b]:
-                continue
+
+        def forward(b: str) -> list[str]:
+            nonlocal element
             t0 = time.perf_counter()
             routes[b] = sorted(tables[b].route(message))
             timings["route"] += time.perf_counter() - t0
@@ -429,7 +424,9 @@ class Simulation:
                     link.projected_messages += 1
                 link.projected_bytes += size if sent is None else len(sent)
                 arrived[c] = sent
-                reached.append(c)
+            return routes[b]
+
+        reached = _descend(tree, forward)
         for b, c in tree.links():
             link = self._link(b, c)
             link.flooding_messages += 1
@@ -482,12 +479,8 @@ class Simulation:
         # What each reached broker received: whether it is restructured, and the XML
         # text (None: the whole message).
         arrived: dict[str, tuple[bool, bytes | None]] = {root: (False, None)}
-        reached, i = [root], 0
-        while i < len(reached):
-            b = reached[i]
-            i += 1
-            if not tree.children[b]:
-                continue
+
+        def forward(b: str) -> list[str]:
             restructured, doc = arrived[b]
             if restructured:
                 t0 = time.perf_counter()
@@ -513,8 +506,9 @@ class Simulation:
                     arrived[c] = (False, sent)
                 link.restructuring_run_messages += 1
                 link.restructured_bytes += size if sent is None else len(sent)
-                reached.append(c)
+            return chosen
 
+        reached = _descend(tree, forward)
         t0 = time.perf_counter()
         delivered: set[str] = set()
         for b in reached:
@@ -578,14 +572,12 @@ class Simulation:
         plans: dict[tuple[str, str, str], TransformPlan] = {}
         for p in self.profiles.values():
             for root, tree in self.trees.items():
-                b = p.host
-                while tree.parent[b] is not None:
-                    key = (root, tree.parent[b], b)
+                for parent, b in tree.links_up(p.host):
+                    key = (root, parent, b)
                     want.setdefault(key, set()).update(p.query)
                     if self.config.transform:
                         plans.setdefault(key, TransformPlan()).add(p.reads)
                         want_rem.setdefault(key, set()).update(p.rem_query or ())
-                    b = tree.parent[b]
         bad = sum(1 for key in plans.keys() | self.plans.keys()
                   if _plan_state(plans.get(key)) != _plan_state(self.plans.get(key)))
         for all_tables, wanted in ((self.tables, want), (self.rem_tables, want_rem)):
@@ -645,6 +637,19 @@ class Simulation:
             "per_link": links,
             "timings": {k: round(v, 3) for k, v in sorted(t.timings.items())},
         }
+
+
+def _descend(tree: BroadcastTree, forward: Callable[[str], list[str]]) -> list[str]:
+    """Send a message down ``tree``: ``forward(b)`` handles it at broker ``b`` (which
+    has children) and says which of them it goes to. Returns the brokers reached, in
+    breadth-first order from the root."""
+    reached, i = [tree.root], 0
+    while i < len(reached):
+        b = reached[i]
+        i += 1
+        if tree.children[b]:
+            reached.extend(forward(b))
+    return reached
 
 
 def _plan_state(plan: TransformPlan | None) -> tuple | None:

@@ -8,8 +8,8 @@ weights) is the default and :func:`minimum_spanning_tree` an alternative.
 >>> import networkx as nx
 >>> g = nx.Graph([("a", "b", {"weight": 1}), ("b", "c", {"weight": 1}), ("a", "c", {"weight": 5})])
 >>> t = shortest_path_tree(g, "a")
->>> t.parent["c"], t.path_to_root("c")
-('b', ['c', 'b', 'a'])
+>>> t.parent["c"], t.path_to_root("c"), t.links_up("c")
+('b', ['c', 'b', 'a'], [('b', 'c'), ('a', 'b')])
 """
 
 from __future__ import annotations
@@ -54,6 +54,12 @@ class BroadcastTree:
         while self.parent[path[-1]] is not None:
             path.append(self.parent[path[-1]])
         return path
+
+    def links_up(self, broker: str) -> list[tuple[str, str]]:
+        """The ``(parent, child)`` links of :meth:`path_to_root`, from ``broker`` up:
+        every link whose routing entry a profile hosted at ``broker`` is part of."""
+        path = self.path_to_root(broker)
+        return list(zip(path[1:], path))
 
     def subtree(self, broker: str) -> frozenset[str]:
         """``broker`` and every broker below it."""
