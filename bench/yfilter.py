@@ -19,18 +19,24 @@ parser (start/end events). Times are CPU time of the measuring process (the
 machine is shared; see ``_per_message``). The DFA caches are warmed by a pass over other messages
 of the same kind first, as in a broker that has been running; every timed pass
 then sees messages the engine has never seen (so no cache holds their answers).
-Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot.
+Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot. With
+``--profile``, also where the engine's time goes at each size: the functions with the
+most own time under cProfile while it matches the timed messages (printed, and kept
+in the JSON as ``profile``; profiling slows Python code down, so read shares, not
+times).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import io
 import json
 import multiprocessing
 import os
 import platform
+import pstats
 import resource
 import sys
 import time
@@ -102,8 +108,32 @@ def floors(batches: list[list[bytes]]) -> dict[str, float]:
             "event_walk_s": _per_message(event_walk, batches)}
 
 
+def profile(fn, docs: list, top: int = 15) -> list[dict]:
+    """The ``top`` functions with the most own time while ``fn`` runs over ``docs``
+    (cProfile): calls per message, and own and cumulative shares of the total."""
+    pr = cProfile.Profile()
+    pr.enable()
+    for d in docs:
+        fn(d)
+    pr.disable()
+    st = pstats.Stats(pr)
+    root = str(Path(__file__).resolve().parent.parent) + os.sep
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [{"function": f"{file.removeprefix(root)}:{line}({name})",
+             "calls_per_message": nc / len(docs), "own_share": tt / st.total_tt,
+             "cumulative_share": ct / st.total_tt}
+            for (file, line, name), (_, nc, tt, ct, _) in rows]
+
+
+def profile_table(rows: list[dict]) -> str:
+    lines = [f"    {'own':>6} {'cumul.':>6} {'calls/msg':>10}  function"]
+    lines += [f"    {r['own_share']:6.1%} {r['cumulative_share']:6.1%} "
+              f"{r['calls_per_message']:10.1f}  {r['function']}" for r in rows]
+    return "\n".join(lines)
+
+
 def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_warm: int,
-            seed: int) -> dict:
+            seed: int, profiled: bool = False) -> dict:
     """One workload at one size; runs in a fresh child process. Above 10k profiles
     fewer messages are timed (at least 50 per pass), to keep the run within minutes;
     the warm-up is the same at every size (a larger engine has more to warm)."""
@@ -148,6 +178,8 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_wa
         m.ids()
     out["reporting_s"] = (time.process_time() - t) / len(evaluated)
     out["stats"] = engine.stats()
+    if profiled:
+        out["profile"] = profile(engine.match, docs)
     # lxml one by one: compiled once (like registration), then every profile per message.
     k = min(n, lxml_max)
     xpaths = [etree.XPath(f"boolean({p})") for p in profiles[:k]]
@@ -294,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-repeats", type=int, default=MAX_REPEATS,
                     help=f"MaxRepeats of the generated messages (default {MAX_REPEATS})")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", action="store_true",
+                    help="also show where the engine's time goes at each size (cProfile: "
+                         "the functions with the most own time, shares of the total)")
     ap.add_argument("--out", type=Path, default=RESULTS / "yfilter.json")
     ap.add_argument("--plot", type=Path, default=RESULTS / "yfilter.png")
     args = ap.parse_args(argv)
@@ -316,11 +351,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {wl:5} {n:>8,} profiles ...", end="", flush=True)
             t = time.perf_counter()
             with ctx.Pool(1) as pool:
-                r = pool.apply(_child, ((wl, n, n_docs, passes, lxml_max, n_warm, args.seed),))
+                r = pool.apply(_child, ((wl, n, n_docs, passes, lxml_max, n_warm, args.seed,
+                                         args.profile),))
             results.append(r)
             print(f" {r['engine_bytes_s'] * 1e6:,.0f} us/message, match "
                   f"{r['match_fraction'] * 100:.2f}% ({time.perf_counter() - t:.0f} s)",
                   flush=True)
+            if args.profile:
+                print(profile_table(r["profile"]), flush=True)
     print()
     print(table(results, fl))
     tg = targets(results, fl)
