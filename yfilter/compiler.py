@@ -137,7 +137,7 @@ def _compare(e: ast.Compare, reg: Registry, txn: dict) -> Pred:
     else:
         test = compare_number(op, right.value)
     eq = right.value if op == "=" and isinstance(right, ast.Literal) else None
-    return _on_path(left, (op, str(right), test, eq), reg, txn)
+    return _on_path(left, (op, str(right), test, eq, right.value), reg, txn)
 
 
 def _on_path(rel: ast.RelPath, cmp, reg: Registry, txn: dict) -> Pred:
@@ -146,13 +146,13 @@ def _on_path(rel: ast.RelPath, cmp, reg: Registry, txn: dict) -> Pred:
     if cmp is None:
         last = _exists_on_self(tail) if tail is not None else None
     else:
-        op, lit, test, eq = cmp
+        op, lit, test, eq, value = cmp
         if isinstance(tail, ast.AttrTail):
-            last = AttrTest(tail.name, test, f"@{tail.name} {op} {lit}", eq)
+            last = AttrTest(tail.name, test, f"@{tail.name} {op} {lit}", eq, (op, value))
         elif isinstance(tail, ast.TextTail):
-            last = TextTest(test, f"text() {op} {lit}", eq)
+            last = TextTest(test, f"text() {op} {lit}", eq, (op, value))
         else:
-            last = SelfTest(test, f". {op} {lit}", eq)
+            last = SelfTest(test, f". {op} {lit}", eq, (op, value))
     if not rel.steps:
         return last if last is not None else Always()
     steps = _steps(rel.steps, None, reg, txn, last_extra=last)

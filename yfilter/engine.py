@@ -11,6 +11,14 @@
 
 Not thread-safe: a broker serialises ``add``/``remove`` with ``match`` (they may
 interleave freely between messages; a change is visible from the next message on).
+
+Two runtimes share the work of :meth:`Engine.match` on XML text: the lazy DFA over
+the profiles' shapes reports the profiles without predicates, and the C matcher
+(:mod:`yfilter.native`) the ones with predicates. Everything else (decoded
+:class:`formats.Message` input, sessions for transformations and plans, and the rare
+message the C reader does not model) runs the Python runtime over all profiles
+(:mod:`yfilter.runtime`), which gives the same answers: the differential tests run
+both against lxml. ``Engine(native=False)`` uses the Python runtime throughout.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from yfilter.compiler import Registry, compile_path, path_key
 from yfilter.dfa import DEFAULT_BUDGET, DState, LazyDFA
 from yfilter.document import TableDoc, TreeDoc, parse_xml
 from yfilter.errors import MessageError
+from yfilter.native import NativeIndex
 from yfilter.flwr import Flwr, is_flwr, parse_flwr
 from yfilter.navigate import Session
 from yfilter.nfa import NFA, State, Step
@@ -67,11 +76,12 @@ class Engine:
     """Shared filtering of many XPath profiles (DESIGN.md sections 3-4).
 
     ``namespaces`` binds the prefixes profiles may use (``xml`` is always bound);
-    ``dfa_budget`` bounds the lazy DFA cache (see :mod:`yfilter.dfa`).
+    ``dfa_budget`` bounds the lazy DFA cache (see :mod:`yfilter.dfa`); ``native``
+    matches profiles with predicates in C (see the module docstring).
     """
 
     def __init__(self, namespaces: Mapping[str, str] | None = None, *,
-                 dfa_budget: int = DEFAULT_BUDGET) -> None:
+                 dfa_budget: int = DEFAULT_BUDGET, native: bool = True) -> None:
         self._namespaces = dict(namespaces or {})
         self._nfa = NFA()
         self._reg = Registry()
@@ -80,6 +90,8 @@ class Engine:
         self._by_id: dict[str, _Query] = {}
         self._texts: dict[str, str] = {}
         self._transforms: dict[str, Transform] = {}  # transformation profiles (FLWR)
+        self._native = NativeIndex(self._nfa.rarity) if native else None
+        self._plain = 0  # distinct profiles without predicates
 
     # -- registration ---------------------------------------------------------
     def add(self, profile_id: str, text: str) -> None:
@@ -107,6 +119,7 @@ class Engine:
             state = self._nfa.insert(steps)
             q = self._queries[key] = _Query(key, steps, state)
             self._nfa.set_accept(state, q.ids)
+            self._index(q, True)
         q.ids.add(profile_id)
         self._changed()  # DFA states cache the ids they accept
         self._by_id[profile_id] = q
@@ -135,11 +148,22 @@ class Engine:
         if q.ids:
             return
         del self._queries[q.key]
+        self._index(q, False)
         self._nfa.set_accept(q.state, None)
         self._nfa.delete(q.steps)
         for _, _, g in q.steps:
             if g is not None:
                 self._reg.unref_guard(g)
+
+    def _index(self, q: _Query, add: bool) -> None:
+        """File a new distinct profile with the runtime that matches it, or drop it."""
+        if not _guarded(q.steps):
+            self._plain += 1 if add else -1
+        elif self._native is not None:
+            if add:
+                self._native.add(q.steps, q.ids)
+            else:
+                self._native.discard(q.ids)
 
     def _changed(self) -> None:
         # Cached state sets and indexes would not see the new or removed states.
@@ -189,8 +213,15 @@ class Engine:
     def evaluate(self, message: MessageLike, session: Session | None = None) -> Matches:
         """Match without building the id set yet (see :class:`Matches`); ``session``
         (from :meth:`start` on the same message) shares its operator memo."""
-        run = session.run if session is not None else Run(_document(message))
-        return Matches(*walk(self._dfa, run), self._dfa)
+        if session is not None:
+            return Matches(*walk(self._dfa, session.run), self._dfa)
+        doc = _document(message)
+        if self._native is not None and isinstance(doc, TreeDoc):
+            found = self._native.match(doc.root) if len(self._native) else frozenset()
+            if found is not None:
+                accepted = walk(self._dfa, Run(doc), checks=False)[0] if self._plain else set()
+                return Matches(accepted, [found], self._dfa)
+        return Matches(*walk(self._dfa, Run(doc)), self._dfa)
 
     def match(self, message: MessageLike, session: Session | None = None) -> frozenset[str]:
         """Ids of all profiles matching ``message`` (XML text or a decoded
@@ -235,7 +266,13 @@ class Engine:
             "dfa_states": len(self._dfa),
             "dfa_units": self._dfa.units,
             "dfa_flushes": self._dfa.flushes,
+            **({f"native_{k}": v for k, v in self._native.stats().items()}
+               if self._native is not None else {}),
         }
+
+
+def _guarded(steps: tuple[Step, ...]) -> bool:
+    return any(g is not None for _, _, g in steps)
 
 
 def _xml(message: MessageLike) -> bytes:

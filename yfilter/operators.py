@@ -47,15 +47,20 @@ class Pred:
         return []
 
 
+Comparison = tuple[str, "str | float"]
+"""``(op, value)``: what a test compares with (a string literal or a number), kept
+beside the compiled ``test`` for :mod:`yfilter.native`."""
+
+
 class AttrTest(Pred):
     """``@a`` (``test`` None) or ``@a op literal``; ``eq`` holds the literal of a
     string equality, which makes the test indexable."""
 
-    __slots__ = ("name", "test", "eq")
+    __slots__ = ("name", "test", "eq", "cmp")
 
     def __init__(self, name: str, test: Callable[[str], bool] | None, key: str,
-                 eq: str | None = None) -> None:
-        self.name, self.test, self.key, self.eq = name, test, key, eq
+                 eq: str | None = None, cmp: Comparison | None = None) -> None:
+        self.name, self.test, self.key, self.eq, self.cmp = name, test, key, eq, cmp
 
     def ev(self, run, node, pos):
         v = run.doc.attr(node, self.name)
@@ -68,11 +73,11 @@ class TextTest(Pred):
     """``text()`` or ``text() op literal``: each text node is compared on its own;
     ``eq`` as in :class:`AttrTest`."""
 
-    __slots__ = ("test", "eq")
+    __slots__ = ("test", "eq", "cmp")
 
     def __init__(self, test: Callable[[str], bool] | None, key: str,
-                 eq: str | None = None) -> None:
-        self.test, self.key, self.eq = test, key, eq
+                 eq: str | None = None, cmp: Comparison | None = None) -> None:
+        self.test, self.key, self.eq, self.cmp = test, key, eq, cmp
 
     def ev(self, run, node, pos):
         texts = run.doc.text_nodes(node)
@@ -86,10 +91,11 @@ class SelfTest(Pred):
     """``. op literal``: the element's string-value (all descendant text); ``eq``
     as in :class:`AttrTest`."""
 
-    __slots__ = ("test", "eq")
+    __slots__ = ("test", "eq", "cmp")
 
-    def __init__(self, test: Callable[[str], bool], key: str, eq: str | None = None) -> None:
-        self.test, self.key, self.eq = test, key, eq
+    def __init__(self, test: Callable[[str], bool], key: str, eq: str | None = None,
+                 cmp: Comparison | None = None) -> None:
+        self.test, self.key, self.eq, self.cmp = test, key, eq, cmp
 
     def ev(self, run, node, pos):
         return self.test(run.string_value(node))
@@ -110,11 +116,11 @@ class Always(Pred):
 class PosTest(Pred):
     """``[n]`` / ``position() op n``."""
 
-    __slots__ = ("op", "value")
+    __slots__ = ("relation", "op", "value")
     positional = True
 
     def __init__(self, op: str, value: float, key: str) -> None:
-        self.op, self.value, self.key = OPS[op], value, key
+        self.relation, self.op, self.value, self.key = op, OPS[op], value, key
 
     def ev(self, run, node, pos):
         return self.op(float(pos), self.value)

@@ -76,9 +76,10 @@ class Run:
         return r
 
 
-def walk(dfa: LazyDFA, run: Run) -> tuple[set[DState], list]:
+def walk(dfa: LazyDFA, run: Run, checks: bool = True) -> tuple[set[DState], list]:
     """Run ``dfa`` over the document. Returns the DFA states reached that accept
-    guard-free profiles, and the id sets of the other profiles found to match."""
+    guard-free profiles, and the id sets of the other profiles found to match (none
+    without ``checks``: the profiles with predicates are not looked at)."""
     doc = run.doc
     if isinstance(doc, TableDoc):
         nodes, tags, depths = range(len(doc.tags)), doc.tags, doc.depths
@@ -107,11 +108,12 @@ def walk(dfa: LazyDFA, run: Run) -> tuple[set[DState], list]:
             continue
         chain[dep] = d
         states.append(d)
-        ix = d.index
-        if ix is _UNBUILT:
-            ix = dfa.index(d)
-        if ix is not None:
-            indexes.add(ix)
+        if checks:
+            ix = d.index
+            if ix is _UNBUILT:
+                ix = dfa.index(d)
+            if ix is not None:
+                indexes.add(ix)
     accepted: set[DState] = set()
     if not indexes:
         accepted.update(d for d in states if d is not None and d.accepts)

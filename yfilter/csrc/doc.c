@@ -1,0 +1,270 @@
+#include "doc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ELEMENTS (1 << 24) /* element indexes fit the memo keys' 24 bits */
+
+struct Chunk {
+    Chunk *next;
+    size_t used, cap;
+    char data[];
+};
+
+static char *arena_alloc(Arena *a, size_t n)
+{
+    Chunk *c = a->head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        Chunk *fresh = malloc(sizeof *fresh + cap);
+        if (!fresh)
+            return NULL;
+        fresh->next = c;
+        fresh->used = 0;
+        fresh->cap = cap;
+        a->head = c = fresh;
+    }
+    char *p = c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+/* Keep one chunk: most messages fit in it. */
+static void arena_reset(Arena *a)
+{
+    Chunk *c = a->head;
+    if (!c)
+        return;
+    Chunk *rest = c->next;
+    while (rest) {
+        Chunk *next = rest->next;
+        free(rest);
+        rest = next;
+    }
+    c->next = NULL;
+    c->used = 0;
+}
+
+static void arena_free(Arena *a)
+{
+    arena_reset(a);
+    free(a->head);
+    a->head = NULL;
+}
+
+void doc_init(Doc *d)
+{
+    memset(d, 0, sizeof *d);
+}
+
+void doc_free(Doc *d)
+{
+    free(d->el);
+    free(d->at);
+    free(d->tx);
+    free(d->sv);
+    free(d->sv_ok);
+    arena_free(&d->arena);
+    memset(d, 0, sizeof *d);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *q = realloc(*p, cap2 * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = cap2;
+    return 0;
+}
+
+/* The id of a node's Clark name ({href}local, as lxml spells it). */
+static int32_t name_id(Doc *d, const Vocab *v, const xmlNs *ns, const xmlChar *name)
+{
+    size_t n = strlen((const char *)name);
+    if (!ns || !ns->href)
+        return vocab_find(v, (const char *)name, n);
+    size_t h = strlen((const char *)ns->href);
+    char *buf = arena_alloc(&d->arena, h + n + 2);
+    if (!buf)
+        return -1;
+    buf[0] = '{';
+    memcpy(buf + 1, ns->href, h);
+    buf[h + 1] = '}';
+    memcpy(buf + h + 2, name, n);
+    return vocab_find(v, buf, h + n + 2);
+}
+
+static int is_text(const xmlNode *n)
+{
+    return n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE;
+}
+
+static const char *content(const xmlNode *n)
+{
+    return n->content ? (const char *)n->content : "";
+}
+
+/* The text of nodes first .. before stop, joined (borrowed when it is one node). */
+static int join(Doc *d, const xmlNode *first, const xmlNode *stop, Span *out)
+{
+    if (first->next == stop) {
+        *out = (Span){content(first), strlen(content(first))};
+        return DOC_OK;
+    }
+    size_t total = 0;
+    for (const xmlNode *c = first; c != stop; c = c->next)
+        total += strlen(content(c));
+    char *buf = arena_alloc(&d->arena, total ? total : 1);
+    if (!buf)
+        return DOC_NOMEM;
+    size_t at = 0;
+    for (const xmlNode *c = first; c != stop; c = c->next) {
+        size_t k = strlen(content(c));
+        memcpy(buf + at, content(c), k);
+        at += k;
+    }
+    *out = (Span){buf, total};
+    return DOC_OK;
+}
+
+static int load_attrs(Doc *d, Elem *e, const xmlNode *node, const Vocab *v)
+{
+    e->attr0 = (int32_t)d->nat;
+    for (const xmlAttr *a = node->properties; a; a = a->next) {
+        if (grow((void **)&d->at, &d->capat, d->nat + 1, sizeof *d->at) < 0)
+            return DOC_NOMEM;
+        DAttr *x = &d->at[d->nat++];
+        for (const xmlNode *c = a->children; c; c = c->next)
+            if (c->type != XML_TEXT_NODE)
+                return DOC_UNSUPPORTED;  /* e.g. an entity reference lxml would expand */
+        if (!a->children)
+            x->value = (Span){"", 0};
+        else if (join(d, a->children, NULL, &x->value) < 0)
+            return DOC_NOMEM;
+        x->name = name_id(d, v, a->ns, a->name);
+        x->atom = -1;
+        if (x->name >= 0) {  /* an atom is only interned with its name */
+            const VStr *nm = &v->strs[x->name];
+            char *buf = arena_alloc(&d->arena, nm->n + 1 + x->value.n);
+            if (!buf)
+                return DOC_NOMEM;
+            memcpy(buf, nm->s, nm->n);
+            buf[nm->n] = '\0';
+            memcpy(buf + nm->n + 1, x->value.s, x->value.n);
+            x->atom = vocab_find(v, buf, nm->n + 1 + x->value.n);
+        }
+    }
+    e->nattr = (int32_t)d->nat - e->attr0;
+    return DOC_OK;
+}
+
+static int load_texts(Doc *d, Elem *e, const xmlNode *node, const Vocab *v)
+{
+    e->text0 = (int32_t)d->ntx;
+    for (const xmlNode *c = node->children; c;) {
+        if (!is_text(c)) {
+            if (c->type != XML_ELEMENT_NODE && c->type != XML_COMMENT_NODE && c->type != XML_PI_NODE)
+                return DOC_UNSUPPORTED;
+            c = c->next;
+            continue;
+        }
+        const xmlNode *stop = c->next;
+        while (stop && is_text(stop))
+            stop = stop->next;
+        if (grow((void **)&d->tx, &d->captx, d->ntx + 1, sizeof *d->tx) < 0)
+            return DOC_NOMEM;
+        DText *t = &d->tx[d->ntx++];
+        if (join(d, c, stop, &t->s) < 0)
+            return DOC_NOMEM;
+        t->id = vocab_find(v, t->s.s, t->s.n);
+        c = stop;
+    }
+    e->ntext = (int32_t)d->ntx - e->text0;
+    return DOC_OK;
+}
+
+static int load(Doc *d, const xmlNode *node, int32_t depth, int32_t parent, const Vocab *v)
+{
+    if (d->nel >= MAX_ELEMENTS)
+        return DOC_UNSUPPORTED;
+    if (grow((void **)&d->el, &d->capel, d->nel + 1, sizeof *d->el) < 0)
+        return DOC_NOMEM;
+    int32_t me = (int32_t)d->nel++;
+    Elem *e = &d->el[me];
+    e->node = node;
+    e->depth = depth;
+    e->parent = parent;
+    e->next_same = -1;
+    e->tag = name_id(d, v, node->ns, node->name);
+    int r = load_attrs(d, e, node, v);
+    if (r == DOC_OK)
+        r = load_texts(d, &d->el[me], node, v);
+    if (r != DOC_OK)
+        return r;
+    for (const xmlNode *c = node->children; c; c = c->next)
+        if (c->type == XML_ELEMENT_NODE && (r = load(d, c, depth + 1, me, v)) != DOC_OK)
+            return r;
+    d->el[me].end = (int32_t)d->nel;
+    return DOC_OK;
+}
+
+int doc_load(Doc *d, const xmlNode *root, const Vocab *v)
+{
+    d->nel = d->nat = d->ntx = 0;
+    arena_reset(&d->arena);
+    int r = load(d, root, 1, -1, v);
+    if (r != DOC_OK)
+        return r;
+    if (grow((void **)&d->sv, &d->capsv, d->nel, sizeof *d->sv) < 0)
+        return DOC_NOMEM;
+    unsigned char *ok = realloc(d->sv_ok, d->capsv);
+    if (!ok)
+        return DOC_NOMEM;
+    d->sv_ok = ok;
+    memset(d->sv_ok, 0, d->nel);
+    return DOC_OK;
+}
+
+/* Text and CDATA below n, in document order (comments and PIs hold none). */
+static size_t gather(const xmlNode *n, char *out)
+{
+    size_t at = 0;
+    for (const xmlNode *c = n->children; c; c = c->next) {
+        if (is_text(c)) {
+            size_t k = strlen(content(c));
+            if (out)
+                memcpy(out + at, content(c), k);
+            at += k;
+        } else if (c->type == XML_ELEMENT_NODE) {
+            at += gather(c, out ? out + at : NULL);
+        }
+    }
+    return at;
+}
+
+Span doc_string_value(Doc *d, int32_t i)
+{
+    if (d->sv_ok[i])
+        return d->sv[i];
+    const Elem *e = &d->el[i];
+    Span s;
+    if (e->end == i + 1 && e->ntext <= 1) {  /* no element below: its one text node */
+        s = e->ntext ? d->tx[e->text0].s : (Span){"", 0};
+    } else {
+        size_t n = gather(e->node, NULL);
+        char *buf = arena_alloc(&d->arena, n ? n : 1);
+        if (!buf)
+            return (Span){NULL, 0};
+        gather(e->node, buf);
+        s = (Span){buf, n};
+    }
+    d->sv[i] = s;
+    d->sv_ok[i] = 1;
+    return s;
+}

@@ -1,0 +1,69 @@
+/* A message as flat tables, read from the libxml2 tree lxml parsed (no copy of the
+ * text unless several libxml2 nodes make one XPath text node or attribute value).
+ *
+ * Elements are in document order (preorder), the root at depth 1; the subtree of
+ * element i is i+1 .. end-1. Its attributes and text nodes are ranges of their own
+ * tables; a text node is what XPath and lxml call one: a run of adjacent text and
+ * CDATA nodes (a comment or processing instruction ends it). Names are the vocabulary
+ * ids of the Clark names lxml reports ({uri}local), -1 when no profile uses them. */
+#ifndef ONYX_DOC_H
+#define ONYX_DOC_H
+
+#include <libxml/tree.h>
+
+#include "tables.h"
+
+typedef struct {
+    const char *s;
+    size_t n;
+} Span;
+
+typedef struct {
+    const xmlNode *node;
+    int32_t tag, depth, parent, end;
+    int32_t attr0, nattr, text0, ntext;
+    int32_t next_same;  /* the next element with this tag (see Doc users), or -1 */
+} Elem;
+
+typedef struct {
+    int32_t name, atom;  /* ids of the name and of name NUL value, or -1 */
+    Span value;
+} DAttr;
+
+typedef struct {
+    Span s;
+    int32_t id;  /* its vocabulary id, or -1 */
+} DText;
+
+/* A bump allocator for the strings one message needs built (reset per message). */
+typedef struct Chunk Chunk;
+
+typedef struct {
+    Chunk *head;
+} Arena;
+
+typedef struct {
+    Elem *el;
+    size_t nel, capel;
+    DAttr *at;
+    size_t nat, capat;
+    DText *tx;
+    size_t ntx, captx;
+    Span *sv;  /* string-values, computed on demand (sv_ok) */
+    unsigned char *sv_ok;
+    size_t capsv;
+    Arena arena;
+} Doc;
+
+enum { DOC_OK = 0, DOC_UNSUPPORTED = 1, DOC_NOMEM = -1 };
+
+void doc_init(Doc *d);
+void doc_free(Doc *d);
+/* Read the tree under root (an element). DOC_UNSUPPORTED: it holds a node kind this
+ * reader does not model (an entity reference, say), or too many elements; the
+ * caller then uses the general runtime. */
+int doc_load(Doc *d, const xmlNode *root, const Vocab *v);
+/* The XPath string-value of element i (NULL s on out of memory). */
+Span doc_string_value(Doc *d, int32_t i);
+
+#endif

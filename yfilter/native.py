@@ -1,0 +1,198 @@
+"""The native runtime of profiles with predicates: their compiled steps and guards
+turned into the tables of the C matcher (``yfilter/csrc``), which checks a parsed
+message against all of them at once.
+
+Per message the C side reads lxml's tree into flat tables, marks the values the
+message holds, and checks only the profiles filed under one of those values whose
+whole need the message holds (the necessary test of :mod:`yfilter.keyed`, with the
+names of the profile's own steps added), memoising every path node, guard and
+nested path per element, so profiles that share a prefix or a predicate share the
+work (see ``yfilter/csrc/matcher.c``). The semantics are those of
+:mod:`yfilter.operators`, which stays the reference: the engine's differential tests
+run both runtimes against lxml.
+
+The tables only grow: a profile that goes is dropped from the results at once and
+from the tables at the next rebuild, which also files every profile again under the
+rarest of its values as the rarities then stand. It runs when the discarded ones
+outnumber the live ones, or the profiles have doubled since the last one (so its
+cost is amortised over the additions).
+
+>>> from lxml import etree
+>>> from yfilter.compiler import Registry, compile_path
+>>> from yfilter.nfa import Rarity
+>>> from yfilter.parser import parse
+>>> index = NativeIndex(Rarity())
+>>> steps = compile_path(parse("/a[@x = '1']/b"), Registry(), {})
+>>> index.add(steps, {"p1"})
+>>> sorted(index.match(etree.fromstring(b"<a x='1'><b/></a>")))
+['p1']
+>>> index.match(etree.fromstring(b"<a x='2'><b/></a>"))
+frozenset()
+"""
+
+from __future__ import annotations
+
+from lxml import etree
+
+from yfilter._matcher import Matcher
+from yfilter.keyed import choose_key
+from yfilter.nfa import Rarity, Step
+from yfilter.operators import (Always, AndP, AttrTest, Comparison, Func, Guard, Nested, NotP,
+                               OrP, PosTest, Pred, RelPath, SelfTest, StrArg, TextTest)
+from yfilter.values import number
+
+# Opcodes and operands, as yfilter/csrc/matcher.c numbers them.
+(OP_ALWAYS, OP_ATTR, OP_TEXT, OP_SELF, OP_POS, OP_NESTED, OP_FUNC, OP_NOT, OP_AND,
+ OP_OR) = range(10)
+CMP_EXISTS, CMP_SEQ, CMP_SNE, CMP_NUM = range(4)
+RELATIONS = {"=": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
+AXES = {"/": 0, "//": 1}
+KEY_TABLES = {None: 0, "base": 1, "self": 2}
+TAILS = {"self": 0, "attr": 1, "text": 2}
+_ANY = -1  # the '*' name test
+
+
+class NativeIndex:
+    """Profiles with predicates, compiled for the C matcher. ``add`` takes a
+    profile's compiled steps and the live set of ids registered with it (the ids the
+    matcher reports when it matches); ``match`` takes a parsed message."""
+
+    def __init__(self, rarity: Rarity) -> None:
+        self._rarity = rarity
+        self._profiles: dict[int, tuple[tuple[Step, ...], set[str]]] = {}  # by id(ids)
+        self._build()
+
+    def _build(self) -> None:
+        self._m = Matcher(etree._Element)
+        self._values: dict[str, int] = {}
+        self._guards: dict[str, int] = {}
+        self._rels: dict[str, int] = {}
+        self._numbers: dict[float, int] = {}
+        self._qids: dict[int, int] = {}
+        self._filed = 0  # profiles filed since the last build
+        for steps, ids in self._profiles.values():
+            self._file(steps, ids)
+        self._built_with = len(self._profiles)
+
+    def __len__(self) -> int:
+        return len(self._profiles)
+
+    def add(self, steps: tuple[Step, ...], ids: set[str]) -> None:
+        """File a profile (``ids`` stays owned by the caller; its changes show)."""
+        self._profiles[id(ids)] = (steps, ids)
+        self._file(steps, ids)
+        if self._filed >= 2 * max(self._built_with, 32):
+            self._build()
+
+    def discard(self, ids: set[str]) -> None:
+        """Forget the profile added with ``ids``."""
+        del self._profiles[id(ids)]
+        self._m.discard(self._qids.pop(id(ids)))
+        if len(self._qids) and self._filed - len(self._qids) > max(len(self._qids), 1024):
+            self._build()
+
+    def match(self, root: etree._Element) -> frozenset[str] | None:
+        """Ids of the matching profiles, or None when the message holds a node the C
+        reader does not model (an entity reference, say): use the Python runtime."""
+        return self._m.match(root)
+
+    def stats(self) -> dict[str, int]:
+        return self._m.stats()
+
+    # -- compiling --------------------------------------------------------------
+    def _file(self, steps: tuple[Step, ...], ids: set[str]) -> None:
+        base: set[str] = set()
+        selves: set[str] = set()
+        words: list[int] = []
+        for axis, test, guard in steps:
+            if test != "*":
+                base.add(test)
+            if guard is not None:
+                base |= guard.need.base
+                selves |= guard.need.selves
+            words += (AXES[axis], self._name(test), self._guard(guard))
+        table, key = choose_key(frozenset(base), frozenset(selves), self._rarity)
+        self._qids[id(ids)] = self._m.add_query(
+            words, [self._value(v) for v in base], [self._value(v) for v in selves],
+            KEY_TABLES[table], -1 if key is None else self._value(key), ids)
+        self._filed += 1
+
+    def _value(self, s: str) -> int:
+        v = self._values.get(s)
+        if v is None:
+            v = self._values[s] = self._m.intern(s)
+        return v
+
+    def _name(self, test: str) -> int:
+        return _ANY if test == "*" else self._value(test)
+
+    def _number(self, x: float) -> int:
+        n = self._numbers.get(x)
+        if n is None:
+            n = self._m.add_number(x)
+            if x == x:  # NaN is never equal to itself: one slot per use
+                self._numbers[x] = n
+        return n
+
+    def _guard(self, g: Guard | None) -> int:
+        if g is None:
+            return -1
+        gid = self._guards.get(g.key)
+        if gid is None:
+            offsets = [self._pred(p) for p in g.preds]
+            gid = self._guards[g.key] = self._m.add_guard(
+                self._name(g.test), offsets, [int(p.positional) for p in g.preds])
+        return gid
+
+    def _rel(self, rel: RelPath) -> int:
+        rid = self._rels.get(rel.key)
+        if rid is None:
+            words: list[int] = []
+            for axis, test, guard in rel.steps:
+                words += (AXES[axis], self._name(test), self._guard(guard))
+            rid = self._rels[rel.key] = self._m.add_rel(words)
+        return rid
+
+    def _compare(self, cmp: Comparison | None) -> list[int]:
+        """A comparison as three words (see :func:`yfilter.values.compare_string`:
+        ``=`` and ``!=`` with a string compare strings, the rest numbers)."""
+        if cmp is None:
+            return [CMP_EXISTS, 0, 0]
+        op, value = cmp
+        if isinstance(value, str) and op in ("=", "!="):
+            return [CMP_SEQ if op == "=" else CMP_SNE, self._value(value), 0]
+        x = number(value) if isinstance(value, str) else float(value)
+        return [CMP_NUM, RELATIONS[op], self._number(x)]
+
+    def _arg(self, a: StrArg) -> list[int]:
+        if a.literal is not None:
+            return [0, self._value(a.literal), 0, 0]
+        kind, name = a.tail
+        return [1, -1 if a.rel is None else self._rel(a.rel), TAILS[kind],
+                -1 if name is None else self._value(name)]
+
+    def _pred(self, p: Pred) -> int:
+        """Emit ``p``'s code (its parts first) and return its offset."""
+        emit = self._m.emit
+        if isinstance(p, AttrTest):
+            return emit([OP_ATTR, self._value(p.name), *self._compare(p.cmp)])
+        if isinstance(p, TextTest):
+            return emit([OP_TEXT, *self._compare(p.cmp)])
+        if isinstance(p, SelfTest):
+            return emit([OP_SELF, *self._compare(p.cmp)])
+        if isinstance(p, Always):
+            return emit([OP_ALWAYS])
+        if isinstance(p, PosTest):
+            return emit([OP_POS, RELATIONS[p.relation], self._number(p.value)])
+        if isinstance(p, Nested):
+            return emit([OP_NESTED, self._rel(p.rel)])
+        if isinstance(p, Func):
+            fn = 0 if p.fn is str.__contains__ else 1
+            return emit([OP_FUNC, fn, *self._arg(p.args[0]), *self._arg(p.args[1])])
+        if isinstance(p, NotP):
+            return emit([OP_NOT, self._pred(p.item)])
+        if isinstance(p, (AndP, OrP)):
+            items = [self._pred(i) for i in p.items]
+            return emit([OP_AND if isinstance(p, AndP) else OP_OR, len(items), *items])
+        raise TypeError(f"no native code for {type(p).__name__}")  # a new Pred kind
+
