@@ -5,9 +5,10 @@
  * tables (doc.c), mark the values it holds, take the profiles filed under a value the
  * message holds whose whole need it holds too (the same necessary test as
  * yfilter.keyed), and check each such candidate's path and predicates on the
- * document, memoising per message every (path node, element), (guard, element) and
- * (nested path, element) answer, so profiles sharing a prefix or a predicate share
- * the work. The result is the set of ids of the matching profiles.
+ * document: top down, the elements each node of its path binds, computed once per
+ * node and message from its parent's (node_set), with every (guard, element) and
+ * (nested path, element) answer memoised, so profiles sharing a prefix or a
+ * predicate share the work. The result is the set of ids of the matching profiles.
  *
  * Predicate code (int32 words; an operand "off" is the absolute offset of another
  * predicate in the same code array):
@@ -97,9 +98,12 @@ typedef struct {
     uint32_t *present, *self_present, *tag_gen;
     int32_t *tag_first, *tag_last;
     IVec present_ids, self_ids;
+    IVec sets, scratch; /* node_set's element sets, and its working space */
     Memo m_node, m_guard, m_rel, m_pos;
     int selves_done;
     int failed; /* out of memory during a match */
+    /* totals over all messages, for stats() */
+    uint64_t messages, filed_hits, need_met, matched;
 } Matcher;
 
 /* -- growth helpers -------------------------------------------------------- */
@@ -417,31 +421,66 @@ static int rel_exists(Matcher *m, int32_t r, int32_t e)
     return v;
 }
 
-/* Does path node t hold at element e (the path from the document to t binds e)? */
-static int holds(Matcher *m, int32_t t, int32_t e)
+/* The elements path node t binds (those the path from the document to t reaches
+ * with every guard on the way holding), in document order: computed once per node
+ * and message from its parent's (so profiles sharing a prefix share the work), kept
+ * in m->sets as [n, e1 .. en]; returns its offset there. */
+static int32_t node_set(Matcher *m, int32_t t)
 {
-    const PNode *n = &m->nodes[t];
+    int32_t off;
+    if (memo_get(&m->m_node, KEY(t, 0), &off))
+        return off;
     const Doc *d = &m->doc;
-    if (!name_ok(d, e, n->test))
-        return 0;
-    int32_t r;
-    if (memo_get(&m->m_node, KEY(t, e), &r))
-        return r;
-    r = 0;
-    if (n->parent == 0) {
-        r = n->axis == AXIS_DESC || d->el[e].depth == 1;
-    } else if (n->axis == AXIS_CHILD) {
-        r = d->el[e].parent >= 0 && holds(m, n->parent, d->el[e].parent);
+    PNode n = m->nodes[t];
+    IVec *out = &m->scratch;
+    out->n = 0;
+    int sorted = 1;
+    if (n.parent == 0) {
+        if (n.axis == AXIS_CHILD) {
+            if (name_ok(d, 0, n.test) && (n.guard < 0 || guard_check(m, n.guard, 0))
+                && ivec_push(out, 0) < 0)
+                m->failed = 1;
+        } else if (n.test >= 0) {
+            if (m->tag_gen[n.test] == m->gen)
+                for (int32_t e = m->tag_first[n.test]; e >= 0; e = d->el[e].next_same)
+                    if ((n.guard < 0 || guard_check(m, n.guard, e)) && ivec_push(out, e) < 0)
+                        m->failed = 1;
+        } else {
+            for (int32_t e = 0; e < (int32_t)d->nel; e++)
+                if ((n.guard < 0 || guard_check(m, n.guard, e)) && ivec_push(out, e) < 0)
+                    m->failed = 1;
+        }
     } else {
-        for (int32_t a = d->el[e].parent; a >= 0 && !r; a = d->el[a].parent)
-            r = holds(m, n->parent, a);
+        int32_t poff = node_set(m, n.parent);
+        out->n = 0; /* the parent's computation used the scratch too */
+        int32_t np = m->sets.a[poff], covered = -1;
+        for (int32_t k = 0; k < np; k++) {
+            int32_t p = m->sets.a[poff + 1 + k];
+            if (n.axis == AXIS_DESC) {
+                if (p < covered)
+                    continue; /* inside the previous one's subtree: already scanned */
+                covered = d->el[p].end;
+            }
+            for (int32_t j = p + 1; j < d->el[p].end; j = n.axis == AXIS_CHILD ? d->el[j].end : j + 1)
+                if (name_ok(d, j, n.test) && (n.guard < 0 || guard_check(m, n.guard, j))) {
+                    if (out->n && out->a[out->n - 1] > j)
+                        sorted = 0;
+                    if (ivec_push(out, j) < 0)
+                        m->failed = 1;
+                }
+        }
     }
-    n = &m->nodes[t];
-    if (r && n->guard >= 0)
-        r = guard_check(m, n->guard, e);
-    if (memo_put(&m->m_node, KEY(t, e), r) < 0)
+    if (!sorted)
+        qsort(out->a, (size_t)out->n, sizeof *out->a, cmp_int);
+    off = m->sets.n;
+    if (ivec_push(&m->sets, out->n) < 0)
         m->failed = 1;
-    return r;
+    for (int32_t k = 0; k < out->n; k++)
+        if (ivec_push(&m->sets, out->a[k]) < 0)
+            m->failed = 1;
+    if (memo_put(&m->m_node, KEY(t, 0), off) < 0)
+        m->failed = 1;
+    return off;
 }
 
 static void mark(Matcher *m, uint32_t *stamps, IVec *list, int32_t id)
@@ -475,29 +514,18 @@ static int need_met(Matcher *m, const Query *q)
     return 1;
 }
 
-static int query_holds(Matcher *m, const Query *q)
-{
-    int32_t test = m->nodes[q->node].test;
-    if (test < 0) {
-        for (int32_t e = 0; e < (int32_t)m->doc.nel; e++)
-            if (holds(m, q->node, e))
-                return 1;
-        return 0;
-    }
-    if (m->tag_gen[test] != m->gen)
-        return 0;
-    for (int32_t e = m->tag_first[test]; e >= 0; e = m->doc.el[e].next_same)
-        if (holds(m, q->node, e))
-            return 1;
-    return 0;
-}
-
 static int report(Matcher *m, IVec *list, PyObject *out)
 {
     for (int32_t k = 0; k < list->n; k++) {
         const Query *q = &m->queries[list->a[k]];
-        if (!q->ids || !need_met(m, q) || !query_holds(m, q))
+        m->filed_hits++;
+        if (!q->ids || !need_met(m, q))
             continue;
+        m->need_met++;
+        int32_t off = node_set(m, q->node); /* before reading sets.a: it may move */
+        if (!m->sets.a[off])
+            continue;
+        m->matched++;
         Py_ssize_t pos = 0;
         PyObject *id;
         Py_hash_t h;
@@ -516,7 +544,7 @@ static void start_message(Matcher *m)
         memset(m->tag_gen, 0, m->capkeys * sizeof *m->tag_gen);
         m->gen = 1;
     }
-    m->present_ids.n = m->self_ids.n = 0;
+    m->present_ids.n = m->self_ids.n = m->sets.n = 0;
     m->selves_done = m->failed = 0;
     memo_reset(&m->m_node);
     memo_reset(&m->m_guard);
@@ -568,6 +596,7 @@ static PyObject *Matcher_match(Matcher *m, PyObject *root)
     if (r == DOC_NOMEM)
         return PyErr_NoMemory();
     index_message(m);
+    m->messages++;
     PyObject *out = PyFrozenSet_New(NULL);
     if (!out)
         return NULL;
@@ -837,10 +866,11 @@ static PyObject *Matcher_discard(Matcher *m, PyObject *arg)
 
 static PyObject *Matcher_stats(Matcher *m, PyObject *Py_UNUSED(ignored))
 {
-    return Py_BuildValue("{s:i,s:i,s:n,s:i,s:i,s:i}", "queries", m->live,
+    return Py_BuildValue("{s:i,s:i,s:n,s:i,s:i,s:i,s:K,s:K,s:K,s:K}", "queries", m->live,
                          "discarded", m->nqueries - m->live, "values", (Py_ssize_t)m->vocab.n,
                          "guards", m->nguards, "nested_paths", m->nrels, "path_nodes",
-                         m->nnodes - 1);
+                         m->nnodes - 1, "messages", m->messages, "filed_hits", m->filed_hits,
+                         "need_met", m->need_met, "matched", m->matched);
 }
 
 /* -- the type ----------------------------------------------------------------- */
@@ -887,6 +917,8 @@ static void Matcher_dealloc(Matcher *m)
     free(m->tag_last);
     free(m->present_ids.a);
     free(m->self_ids.a);
+    free(m->sets.a);
+    free(m->scratch.a);
     free(m->code.a);
     free(m->guard_preds.a);
     free(m->need.a);
