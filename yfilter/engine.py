@@ -119,8 +119,11 @@ class Engine:
             state = self._nfa.insert(steps)
             q = self._queries[key] = _Query(key, steps, state)
             self._nfa.set_accept(state, q.ids)
+            q.ids.add(profile_id)
             self._index(q, True)
-        q.ids.add(profile_id)
+        else:
+            q.ids.add(profile_id)
+            self._index(q, None)
         self._changed()  # DFA states cache the ids they accept
         self._by_id[profile_id] = q
         self._texts[profile_id] = text
@@ -146,6 +149,7 @@ class Engine:
         q.ids.discard(profile_id)
         self._changed()
         if q.ids:
+            self._index(q, None)
             return
         del self._queries[q.key]
         self._index(q, False)
@@ -155,13 +159,17 @@ class Engine:
             if g is not None:
                 self._reg.unref_guard(g)
 
-    def _index(self, q: _Query, add: bool) -> None:
-        """File a new distinct profile with the runtime that matches it, or drop it."""
+    def _index(self, q: _Query, add: bool | None) -> None:
+        """File a new distinct profile with the runtime that matches it (``add``),
+        drop it (False) or show the runtime its changed ids (None)."""
         if not _guarded(q.steps):
-            self._plain += 1 if add else -1
+            if add is not None:
+                self._plain += 1 if add else -1
         elif self._native is not None:
             if add:
                 self._native.add(q.steps, q.ids)
+            elif add is None:
+                self._native.update(q.ids)
             else:
                 self._native.discard(q.ids)
 

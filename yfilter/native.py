@@ -23,11 +23,16 @@ cost is amortised over the additions).
 >>> from yfilter.parser import parse
 >>> index = NativeIndex(Rarity())
 >>> steps = compile_path(parse("/a[@x = '1']/b"), Registry(), {})
->>> index.add(steps, {"p1"})
+>>> ids = {"p1"}
+>>> index.add(steps, ids)
 >>> sorted(index.match(etree.fromstring(b"<a x='1'><b/></a>")))
 ['p1']
 >>> index.match(etree.fromstring(b"<a x='2'><b/></a>"))
 frozenset()
+>>> ids.add("p2")
+>>> index.update(ids)
+>>> sorted(index.match(etree.fromstring(b"<a x='1'><b/></a>")))
+['p1', 'p2']
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ _ANY = -1  # the '*' name test
 
 class NativeIndex:
     """Profiles with predicates, compiled for the C matcher. ``add`` takes a
-    profile's compiled steps and the live set of ids registered with it (the ids the
-    matcher reports when it matches); ``match`` takes a parsed message."""
+    profile's compiled steps and the set of ids registered with it (what the matcher
+    reports when it matches; :meth:`update` after changing it); ``match`` takes a
+    parsed message."""
 
     def __init__(self, rarity: Rarity) -> None:
         self._rarity = rarity
@@ -78,11 +84,15 @@ class NativeIndex:
         return len(self._profiles)
 
     def add(self, steps: tuple[Step, ...], ids: set[str]) -> None:
-        """File a profile (``ids`` stays owned by the caller; its changes show)."""
+        """File a profile (``ids`` stays the caller's: it names the profile here)."""
         self._profiles[id(ids)] = (steps, ids)
         self._file(steps, ids)
         if self._filed >= 2 * max(self._built_with, 32):
             self._build()
+
+    def update(self, ids: set[str]) -> None:
+        """Report the profile added with ``ids`` under its current members."""
+        self._m.set_ids(self._qids[id(ids)], tuple(ids))
 
     def discard(self, ids: set[str]) -> None:
         """Forget the profile added with ``ids``."""
@@ -114,7 +124,7 @@ class NativeIndex:
         table, key = choose_key(frozenset(base), frozenset(selves), self._rarity)
         self._qids[id(ids)] = self._m.add_query(
             words, [self._value(v) for v in base], [self._value(v) for v in selves],
-            KEY_TABLES[table], -1 if key is None else self._value(key), ids)
+            KEY_TABLES[table], -1 if key is None else self._value(key), tuple(ids))
         self._filed += 1
 
     def _value(self, s: str) -> int:

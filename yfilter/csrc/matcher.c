@@ -62,8 +62,8 @@ typedef struct {
 } PNode;
 
 typedef struct {
-    int32_t node, need, nneed, selves, nselves;
-    PyObject *ids; /* the profile ids (a live set), NULL once discarded */
+    int32_t node, key_table, key;
+    PyObject *ids; /* a tuple of the profile ids, NULL once discarded */
 } Query;
 
 typedef struct {
@@ -74,7 +74,7 @@ typedef struct {
     PyObject_HEAD
     PyTypeObject *element_type; /* lxml.etree._Element */
     Vocab vocab;
-    IVec code, guard_preds, need, rel_steps;
+    IVec code, guard_preds, rel_steps;
     double *nums;
     int32_t nnums, capnums;
     Guard *guards;
@@ -88,7 +88,10 @@ typedef struct {
     size_t node_mask;
     Query *queries;
     int32_t nqueries, capqueries, live;
-    IVec *by_base, *by_self; /* vocabulary id -> queries filed under it */
+    /* Vocabulary id -> the queries filed under it, as records [query, nbase, nself,
+     * the rest of its need: nbase values the message must hold, nself string-values
+     * of its elements], scanned in sequence; a discarded query's is -1. */
+    IVec *by_base, *by_self;
     IVec always;
     size_t capkeys;
     int32_t nself_keyed;
@@ -99,6 +102,9 @@ typedef struct {
     int32_t *tag_first, *tag_last;
     IVec present_ids, self_ids;
     IVec sets, scratch; /* node_set's element sets, and its working space */
+    IVec cands, hits;   /* queries whose need the message meets; those that match */
+    PyObject **idv;     /* the ids to report */
+    size_t capidv;
     Memo m_node, m_guard, m_rel, m_pos;
     int selves_done;
     int failed; /* out of memory during a match */
@@ -501,39 +507,76 @@ static void collect_selves(Matcher *m)
     }
 }
 
-static int need_met(Matcher *m, const Query *q)
+/* Add to m->cands the queries of a posting list whose whole need the message meets. */
+static void take_candidates(Matcher *m, const IVec *list)
 {
-    for (int32_t k = 0; k < q->nneed; k++)
-        if (m->present[m->need.a[q->need + k]] != m->gen)
-            return 0;
-    if (q->nselves && !m->selves_done)
-        collect_selves(m);
-    for (int32_t k = 0; k < q->nselves; k++)
-        if (m->self_present[m->need.a[q->selves + k]] != m->gen)
-            return 0;
-    return 1;
-}
-
-static int report(Matcher *m, IVec *list, PyObject *out)
-{
-    for (int32_t k = 0; k < list->n; k++) {
-        const Query *q = &m->queries[list->a[k]];
+    const int32_t *a = list->a;
+    for (int32_t k = 0; k < list->n;) {
+        int32_t q = a[k], nb = a[k + 1], ns = a[k + 2];
+        const int32_t *need = a + k + 3;
+        k += 3 + nb + ns;
         m->filed_hits++;
-        if (!q->ids || !need_met(m, q))
+        if (q < 0)
+            continue;
+        int32_t j = 0;
+        while (j < nb && m->present[need[j]] == m->gen)
+            j++;
+        if (j < nb)
+            continue;
+        if (ns && !m->selves_done)
+            collect_selves(m);
+        while (j < nb + ns && m->self_present[need[j]] == m->gen)
+            j++;
+        if (j < nb + ns)
             continue;
         m->need_met++;
-        int32_t off = node_set(m, q->node); /* before reading sets.a: it may move */
-        if (!m->sets.a[off])
-            continue;
-        m->matched++;
-        Py_ssize_t pos = 0;
-        PyObject *id;
-        Py_hash_t h;
-        while (_PySet_NextEntry(q->ids, &pos, &id, &h))
-            if (PySet_Add(out, id) < 0)
-                return -1;
+        if (ivec_push(&m->cands, q) < 0)
+            m->failed = 1;
     }
-    return 0;
+}
+
+/* The ids of the matching candidates, as a frozenset. The id strings are spread
+ * over the heap: touch them all first (prefetch) so their cache misses overlap. */
+static PyObject *report(Matcher *m)
+{
+    m->hits.n = 0;
+    for (int32_t k = 0; k < m->cands.n; k++) {
+        int32_t q = m->cands.a[k];
+        int32_t off = node_set(m, m->queries[q].node); /* before reading sets.a: it moves */
+        if (m->sets.a[off] && ivec_push(&m->hits, q) < 0)
+            m->failed = 1;
+    }
+    m->matched += (uint64_t)m->hits.n;
+    for (int32_t k = 0; k < m->hits.n; k++)
+        __builtin_prefetch(m->queries[m->hits.a[k]].ids);
+    size_t n = 0;
+    for (int32_t k = 0; k < m->hits.n; k++)
+        n += (size_t)PyTuple_GET_SIZE(m->queries[m->hits.a[k]].ids);
+    if (n > m->capidv) {
+        PyObject **idv = realloc(m->idv, n * sizeof *idv);
+        if (!idv)
+            return PyErr_NoMemory();
+        m->idv = idv;
+        m->capidv = n;
+    }
+    n = 0;
+    for (int32_t k = 0; k < m->hits.n; k++) {
+        PyObject *ids = m->queries[m->hits.a[k]].ids;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ids); j++) {
+            PyObject *id = PyTuple_GET_ITEM(ids, j);
+            __builtin_prefetch(id);
+            m->idv[n++] = id;
+        }
+    }
+    PyObject *out = PyFrozenSet_New(NULL);
+    if (!out)
+        return NULL;
+    for (size_t k = 0; k < n; k++)
+        if (PySet_Add(out, m->idv[k]) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    return out;
 }
 
 static void start_message(Matcher *m)
@@ -544,7 +587,7 @@ static void start_message(Matcher *m)
         memset(m->tag_gen, 0, m->capkeys * sizeof *m->tag_gen);
         m->gen = 1;
     }
-    m->present_ids.n = m->self_ids.n = m->sets.n = 0;
+    m->present_ids.n = m->self_ids.n = m->sets.n = m->cands.n = 0;
     m->selves_done = m->failed = 0;
     memo_reset(&m->m_node);
     memo_reset(&m->m_guard);
@@ -597,30 +640,22 @@ static PyObject *Matcher_match(Matcher *m, PyObject *root)
         return PyErr_NoMemory();
     index_message(m);
     m->messages++;
-    PyObject *out = PyFrozenSet_New(NULL);
-    if (!out)
-        return NULL;
     int32_t npresent = m->present_ids.n;
     for (int32_t k = 0; k < npresent; k++)
-        if (report(m, &m->by_base[m->present_ids.a[k]], out) < 0)
-            goto fail;
+        take_candidates(m, &m->by_base[m->present_ids.a[k]]);
     if (m->nself_keyed) {
         if (!m->selves_done)
             collect_selves(m);
         for (int32_t k = 0; k < m->self_ids.n; k++)
-            if (report(m, &m->by_self[m->self_ids.a[k]], out) < 0)
-                goto fail;
+            take_candidates(m, &m->by_self[m->self_ids.a[k]]);
     }
-    if (report(m, &m->always, out) < 0)
-        goto fail;
-    if (m->failed) {
-        PyErr_NoMemory();
-        goto fail;
+    take_candidates(m, &m->always);
+    PyObject *out = report(m);
+    if (out && m->failed) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
     }
     return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
 }
 
 /* -- building the tables ----------------------------------------------------- */
@@ -798,13 +833,22 @@ static int32_t path_node(Matcher *m, PNode key)
     return m->nnodes++;
 }
 
+static IVec *posting_list(Matcher *m, int32_t table, int32_t key)
+{
+    return table == KEY_BASE ? &m->by_base[key] : table == KEY_SELF ? &m->by_self[key] : &m->always;
+}
+
 static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
 {
     PyObject *steps, *need, *selves, *ids;
     int key_table, key;
     if (!PyArg_ParseTuple(args, "OOOiiO!", &steps, &need, &selves, &key_table, &key,
-                          &PySet_Type, &ids))
+                          &PyTuple_Type, &ids))
         return NULL;
+    if (key_table != KEY_NONE && (key < 0 || (size_t)key >= m->vocab.n)) {
+        PyErr_SetString(PyExc_ValueError, "the key is not an interned value");
+        return NULL;
+    }
     IVec w = {0}, nb = {0}, ns = {0};
     if (as_ints(steps, &w) < 0 || as_ints(need, &nb) < 0 || as_ints(selves, &ns) < 0)
         goto fail;
@@ -820,20 +864,21 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         if (node < 0)
             goto oom;
     }
-    Query q = {node, m->need.n, nb.n, m->need.n + nb.n, ns.n, ids};
-    for (int32_t k = 0; k < nb.n; k++)
-        if (ivec_push(&m->need, nb.a[k]) < 0)
-            goto oom;
-    for (int32_t k = 0; k < ns.n; k++)
-        if (ivec_push(&m->need, ns.a[k]) < 0)
-            goto oom;
-    IVec *list = key_table == KEY_BASE ? &m->by_base[key]
-               : key_table == KEY_SELF ? &m->by_self[key] : &m->always;
-    if (ivec_push(list, m->nqueries) < 0)
+    IVec *list = posting_list(m, key_table, key);
+    int32_t at = list->n;
+    int ok = ivec_push(list, m->nqueries) == 0 && ivec_push(list, nb.n) == 0
+          && ivec_push(list, ns.n) == 0;
+    for (int32_t k = 0; ok && k < nb.n; k++)
+        ok = ivec_push(list, nb.a[k]) == 0;
+    for (int32_t k = 0; ok && k < ns.n; k++)
+        ok = ivec_push(list, ns.a[k]) == 0;
+    if (!ok) {
+        list->n = at;
         goto oom;
+    }
     m->nself_keyed += key_table == KEY_SELF;
     Py_INCREF(ids);
-    m->queries[m->nqueries] = q;
+    m->queries[m->nqueries] = (Query){node, key_table, key, ids};
     m->live++;
     free(w.a);
     free(nb.a);
@@ -848,19 +893,43 @@ fail:
     return NULL;
 }
 
-static PyObject *Matcher_discard(Matcher *m, PyObject *arg)
+static Query *query_arg(Matcher *m, PyObject *arg)
 {
     long q = PyLong_AsLong(arg);
     if (q == -1 && PyErr_Occurred())
         return NULL;
-    if (q < 0 || q >= m->nqueries) {
-        PyErr_SetString(PyExc_IndexError, "no such query");
+    if (q < 0 || q >= m->nqueries || !m->queries[q].ids) {
+        PyErr_Format(PyExc_KeyError, "no query %ld", q);
         return NULL;
     }
-    if (m->queries[q].ids) {
-        Py_CLEAR(m->queries[q].ids);
-        m->live--;
-    }
+    return &m->queries[q];
+}
+
+static PyObject *Matcher_set_ids(Matcher *m, PyObject *args)
+{
+    PyObject *qarg, *ids;
+    if (!PyArg_ParseTuple(args, "OO!", &qarg, &PyTuple_Type, &ids))
+        return NULL;
+    Query *q = query_arg(m, qarg);
+    if (!q)
+        return NULL;
+    Py_INCREF(ids);
+    Py_SETREF(q->ids, ids);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Matcher_discard(Matcher *m, PyObject *arg)
+{
+    Query *q = query_arg(m, arg);
+    if (!q)
+        return NULL;
+    int32_t qid = (int32_t)(q - m->queries);
+    IVec *list = posting_list(m, q->key_table, q->key);
+    for (int32_t k = 0; k < list->n; k += 3 + list->a[k + 1] + list->a[k + 2])
+        if (list->a[k] == qid)
+            list->a[k] = -1;
+    Py_CLEAR(q->ids);
+    m->live--;
     Py_RETURN_NONE;
 }
 
@@ -921,7 +990,9 @@ static void Matcher_dealloc(Matcher *m)
     free(m->scratch.a);
     free(m->code.a);
     free(m->guard_preds.a);
-    free(m->need.a);
+    free(m->cands.a);
+    free(m->hits.a);
+    free(m->idv);
     free(m->rel_steps.a);
     free(m->nums);
     free(m->guards);
@@ -948,7 +1019,9 @@ static PyMethodDef Matcher_methods[] = {
     {"add_rel", (PyCFunction)Matcher_add_rel, METH_O,
      "add_rel([axis, test, guard, ...]) -> nested path id"},
     {"add_query", (PyCFunction)Matcher_add_query, METH_VARARGS,
-     "add_query(steps, need, selves, key_table, key, ids) -> query id"},
+     "add_query(steps, need, selves, key_table, key, ids) -> query id (ids: a tuple)"},
+    {"set_ids", (PyCFunction)Matcher_set_ids, METH_VARARGS,
+     "set_ids(query id, ids) -> the ids a query reports from now on"},
     {"discard", (PyCFunction)Matcher_discard, METH_O, "discard(query id)"},
     {"match", (PyCFunction)Matcher_match, METH_O,
      "match(root) -> frozenset of ids, or None for a document the C reader does not model"},
