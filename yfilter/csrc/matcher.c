@@ -51,6 +51,7 @@ typedef struct {
 typedef struct {
     int32_t test, npreds, preds; /* preds: offset in guard_preds */
     uint32_t positional;         /* bit j: predicate j reads position() */
+    int32_t cheap;               /* no nested path, function or position: not memoised */
 } Guard;
 
 typedef struct {
@@ -59,6 +60,8 @@ typedef struct {
 
 typedef struct {
     int32_t parent, axis, test, guard; /* node 0 is the document */
+    uint32_t gen;                      /* the message whose node_set is at off */
+    int32_t off;
 } PNode;
 
 typedef struct {
@@ -105,7 +108,7 @@ typedef struct {
     IVec cands, hits;   /* queries whose need the message meets; those that match */
     PyObject **idv;     /* the ids to report */
     size_t capidv;
-    Memo m_node, m_guard, m_rel, m_pos;
+    Memo m_guard, m_rel, m_pos;
     int selves_done;
     int failed; /* out of memory during a match */
     /* totals over all messages, for stats() */
@@ -396,6 +399,8 @@ static int guard_prefix(Matcher *m, int32_t g, int32_t e, int32_t k)
 static int guard_check(Matcher *m, int32_t g, int32_t e)
 {
     int32_t r;
+    if (m->guards[g].cheap) /* evaluating costs less than a lookup in a large memo */
+        return guard_prefix(m, g, e, m->guards[g].npreds);
     if (memo_get(&m->m_guard, KEY(g, e), &r))
         return r;
     r = guard_prefix(m, g, e, m->guards[g].npreds);
@@ -433,9 +438,8 @@ static int rel_exists(Matcher *m, int32_t r, int32_t e)
  * in m->sets as [n, e1 .. en]; returns its offset there. */
 static int32_t node_set(Matcher *m, int32_t t)
 {
-    int32_t off;
-    if (memo_get(&m->m_node, KEY(t, 0), &off))
-        return off;
+    if (m->nodes[t].gen == m->gen)
+        return m->nodes[t].off;
     const Doc *d = &m->doc;
     PNode n = m->nodes[t];
     IVec *out = &m->scratch;
@@ -478,14 +482,14 @@ static int32_t node_set(Matcher *m, int32_t t)
     }
     if (!sorted)
         qsort(out->a, (size_t)out->n, sizeof *out->a, cmp_int);
-    off = m->sets.n;
+    int32_t off = m->sets.n;
     if (ivec_push(&m->sets, out->n) < 0)
         m->failed = 1;
     for (int32_t k = 0; k < out->n; k++)
         if (ivec_push(&m->sets, out->a[k]) < 0)
             m->failed = 1;
-    if (memo_put(&m->m_node, KEY(t, 0), off) < 0)
-        m->failed = 1;
+    m->nodes[t].gen = m->gen;
+    m->nodes[t].off = off;
     return off;
 }
 
@@ -585,11 +589,12 @@ static void start_message(Matcher *m)
         memset(m->present, 0, m->capkeys * sizeof *m->present);
         memset(m->self_present, 0, m->capkeys * sizeof *m->self_present);
         memset(m->tag_gen, 0, m->capkeys * sizeof *m->tag_gen);
+        for (int32_t t = 0; t < m->nnodes; t++)
+            m->nodes[t].gen = 0;
         m->gen = 1;
     }
     m->present_ids.n = m->self_ids.n = m->sets.n = m->cands.n = 0;
     m->selves_done = m->failed = 0;
-    memo_reset(&m->m_node);
     memo_reset(&m->m_guard);
     memo_reset(&m->m_rel);
     memo_reset(&m->m_pos);
@@ -723,6 +728,25 @@ static PyObject *Matcher_add_number(Matcher *m, PyObject *arg)
     return PyLong_FromLong(m->nnums++);
 }
 
+/* Is the predicate at off made of tests on the element's own attributes and text? */
+static int cheap(const Matcher *m, int32_t off)
+{
+    const int32_t *c = m->code.a + off;
+    switch (c[0]) {
+    case OP_ALWAYS: case OP_ATTR: case OP_TEXT: case OP_SELF:
+        return 1;
+    case OP_NOT:
+        return cheap(m, c[1]);
+    case OP_AND: case OP_OR:
+        for (int32_t k = 0; k < c[1]; k++)
+            if (!cheap(m, c[2 + k]))
+                return 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static PyObject *Matcher_add_guard(Matcher *m, PyObject *args)
 {
     int test;
@@ -739,7 +763,7 @@ static PyObject *Matcher_add_guard(Matcher *m, PyObject *args)
         PyErr_NoMemory();
         goto fail;
     }
-    Guard g = {test, offs.n, m->guard_preds.n, 0};
+    Guard g = {test, offs.n, m->guard_preds.n, 0, 1};
     for (int32_t k = 0; k < offs.n; k++) {
         if (ivec_push(&m->guard_preds, offs.a[k]) < 0) {
             PyErr_NoMemory();
@@ -751,6 +775,11 @@ static PyObject *Matcher_add_guard(Matcher *m, PyObject *args)
         }
         if (flags.a[k])
             g.positional |= 1u << k;
+        if (offs.a[k] < 0 || offs.a[k] >= m->code.n) {
+            PyErr_SetString(PyExc_ValueError, "a predicate offset outside the code");
+            goto fail;
+        }
+        g.cheap = g.cheap && !flags.a[k] && cheap(m, offs.a[k]);
     }
     free(offs.a);
     free(flags.a);
@@ -860,7 +889,7 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         goto oom;
     int32_t node = 0;
     for (int32_t k = 0; k < w.n; k += 3) {
-        node = path_node(m, (PNode){node, w.a[k], w.a[k + 1], w.a[k + 2]});
+        node = path_node(m, (PNode){node, w.a[k], w.a[k + 1], w.a[k + 2], 0, 0});
         if (node < 0)
             goto oom;
     }
@@ -955,7 +984,7 @@ static int Matcher_init(Matcher *m, PyObject *args, PyObject *kw)
         return -1;
     }
     doc_init(&m->doc);
-    if (vocab_init(&m->vocab) < 0 || memo_init(&m->m_node) < 0 || memo_init(&m->m_guard) < 0
+    if (vocab_init(&m->vocab) < 0 || memo_init(&m->m_guard) < 0
         || memo_init(&m->m_rel) < 0 || memo_init(&m->m_pos) < 0 || node_grow(m) < 0
         || grow_array((void **)&m->nodes, &m->capnodes, 1, sizeof *m->nodes) < 0) {
         PyErr_NoMemory();
@@ -963,7 +992,7 @@ static int Matcher_init(Matcher *m, PyObject *args, PyObject *kw)
     }
     Py_INCREF(etype);
     m->element_type = (PyTypeObject *)etype;
-    m->nodes[0] = (PNode){-1, 0, -1, -1};
+    m->nodes[0] = (PNode){-1, 0, -1, -1, 0, 0};
     m->nnodes = 1;
     return 0;
 }
@@ -1000,7 +1029,6 @@ static void Matcher_dealloc(Matcher *m)
     free(m->nodes);
     free(m->node_slots);
     free(m->queries);
-    memo_free(&m->m_node);
     memo_free(&m->m_guard);
     memo_free(&m->m_rel);
     memo_free(&m->m_pos);

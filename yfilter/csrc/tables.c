@@ -129,19 +129,6 @@ void memo_reset(Memo *m)
     }
 }
 
-int memo_get(const Memo *m, uint64_t key, int32_t *val)
-{
-    for (size_t i = hash_u64(key) & m->mask;; i = (i + 1) & m->mask) {
-        const MemoEntry *e = &m->e[i];
-        if (e->gen != m->gen)
-            return 0;
-        if (e->key == key) {
-            *val = e->val;
-            return 1;
-        }
-    }
-}
-
 static int memo_grow(Memo *m)
 {
     size_t mask = m->mask * 2 + 1;
@@ -180,16 +167,13 @@ int memo_put(Memo *m, uint64_t key, int32_t val)
     }
 }
 
-int ivec_push(IVec *v, int32_t x)
+int ivec_grow(IVec *v)
 {
-    if (v->n == v->cap) {
-        int32_t cap = v->cap ? v->cap * 2 : 4;
-        int32_t *a = realloc(v->a, (size_t)cap * sizeof *a);
-        if (!a)
-            return -1;
-        v->a = a;
-        v->cap = cap;
-    }
-    v->a[v->n++] = x;
+    int32_t cap = v->cap ? v->cap * 2 : 4;
+    int32_t *a = realloc(v->a, (size_t)cap * sizeof *a);
+    if (!a)
+        return -1;
+    v->a = a;
+    v->cap = cap;
     return 0;
 }

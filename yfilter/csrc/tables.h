@@ -54,7 +54,18 @@ int memo_init(Memo *m);
 void memo_free(Memo *m);
 void memo_reset(Memo *m);
 /* 1 and *val if key is in the current generation, else 0. */
-int memo_get(const Memo *m, uint64_t key, int32_t *val);
+static inline int memo_get(const Memo *m, uint64_t key, int32_t *val)
+{
+    for (size_t i = hash_u64(key) & m->mask;; i = (i + 1) & m->mask) {
+        const MemoEntry *e = &m->e[i];
+        if (e->gen != m->gen)
+            return 0;
+        if (e->key == key) {
+            *val = e->val;
+            return 1;
+        }
+    }
+}
 /* 0, or -1 when out of memory. */
 int memo_put(Memo *m, uint64_t key, int32_t val);
 
@@ -64,6 +75,15 @@ typedef struct {
     int32_t n, cap;
 } IVec;
 
-int ivec_push(IVec *v, int32_t x);
+int ivec_grow(IVec *v);
+
+/* 0, or -1 when out of memory. */
+static inline int ivec_push(IVec *v, int32_t x)
+{
+    if (v->n == v->cap && ivec_grow(v) < 0)
+        return -1;
+    v->a[v->n++] = x;
+    return 0;
+}
 
 #endif
