@@ -23,8 +23,9 @@ setup: venv jvm
 check-tools:
 	@deploy/check-tools.sh
 
+# setup.py and yfilter/csrc/: the C matcher, compiled by the editable install.
 venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml | check-tools
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard yfilter/csrc/*.c yfilter/csrc/*.h) | check-tools
 	@echo "==> creating $(VENV) and installing Onyx (first time: a few minutes, PySpark is large)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip

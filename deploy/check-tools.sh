@@ -18,4 +18,5 @@ else
   if [ -z "$major" ] || [ "$major" -lt 17 ]; then say "Java ${major:-?} found; Kafka and Spark need Java 17 or newer"; fi
 fi
 command -v mvn >/dev/null 2>&1 || say "Maven (mvn) not found: install Maven 3.8 or newer to fetch the Kafka and Spark jars"
+command -v "${CC:-cc}" >/dev/null 2>&1 || say "no C compiler (${CC:-cc}) found: install gcc, which builds yfilter's native matcher"
 exit $fail

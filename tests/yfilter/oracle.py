@@ -24,16 +24,20 @@ def lxml_matches(profiles: dict[str, str], xml: bytes,
 
 def disagreements(engine: Engine, profiles: dict[str, str], xml: bytes,
                   namespaces: dict[str, str] | None = None) -> list[tuple[str, bool, bool]]:
-    """(profile, lxml, engine) for every profile where the engine differs from lxml:
-    on the bytes, and on the decoded Message (whose oracle is lxml on the Message's
-    own XML: a Message keeps no comments, so text split by one is merged there)."""
+    """(profile, lxml, engine on the bytes, engine's Python runtime on the bytes, lxml
+    on the Message, engine on the Message) for every profile where the engine differs
+    from lxml. The bytes go through the C matcher (yfilter.native) and, in a session,
+    through the Python runtime; the decoded Message through the Python runtime on its
+    table (whose oracle is lxml on the Message's own XML: a Message keeps no comments,
+    so text split by one is merged there)."""
     expected = lxml_matches(profiles, xml, namespaces)
     got_bytes = engine.match(xml)
+    got_python = engine.match(xml, engine.start(xml))
     msg = Message.from_xml(xml)
     expected_msg = lxml_matches(profiles, msg.to_xml(), namespaces)
     got_msg = engine.match(msg)
     out = []
-    for pid in sorted((expected ^ got_bytes) | (expected_msg ^ got_msg)):
-        out.append((profiles[pid], pid in expected, pid in got_bytes,
+    for pid in sorted((expected ^ got_bytes) | (expected ^ got_python) | (expected_msg ^ got_msg)):
+        out.append((profiles[pid], pid in expected, pid in got_bytes, pid in got_python,
                     pid in expected_msg, pid in got_msg))
     return out

@@ -1,0 +1,112 @@
+"""The C matcher (yfilter.native) on its own terms: how it reads lxml's tree, what it
+hands back to the Python runtime, and its tables as profiles come and go. Its answers
+are checked against lxml by every differential test (tests/yfilter/oracle.py)."""
+
+import pytest
+from lxml import etree
+
+from tests.yfilter.oracle import disagreements, lxml_matches
+from yfilter import Engine
+from yfilter.compiler import Registry, compile_path
+from yfilter.document import parse_xml
+from yfilter.native import NativeIndex
+from yfilter.nfa import Rarity
+from yfilter.parser import parse
+
+
+def _index(*profiles: str) -> NativeIndex:
+    index = NativeIndex(Rarity())
+    for i, text in enumerate(profiles):
+        index.add(compile_path(parse(text, {"n": "urn:n"}), Registry(), {}), {f"p{i}"})
+    return index
+
+
+@pytest.mark.parametrize("profile, xml, expected", [
+    # a comment or processing instruction ends a text node; CDATA joins the text
+    ("/a[text() = 'xy']", b"<a>x<!--c-->y</a>", False),
+    ("/a[text() = 'y']", b"<a>x<?p q?>y</a>", True),
+    ("/a[text() = 'xyz']", b"<a>x<![CDATA[y]]>z</a>", True),
+    ("/a[. = 'xyz']", b"<a>x<!--c--><b>y</b>z</a>", True),
+    ("/a[text() = '']", b"<a><![CDATA[]]></a>", True),
+    # names as lxml spells them: {uri}local, attributes too
+    ("/n:a[@n:x = '1']", b"<a xmlns='urn:n' xmlns:m='urn:n' m:x='1'/>", True),
+    ("/n:a[@x = '1']", b"<m:a xmlns:m='urn:n' m:x='1'/>", False),
+    # number(): ASCII digits only (libxml2), so an Arabic-Indic three is NaN
+    ("/a[@x > 1]", "<a x='\u0663'/>".encode(), False),
+    ("/a[@x > 1]", b"<a x=' 3 '/>", True),
+])
+def test_reads_the_tree_as_xpath_does(profile, xml, expected):
+    root = etree.fromstring(xml)
+    assert lxml_matches({"p0": profile}, xml, {"n": "urn:n"}) == ({"p0"} if expected else set())
+    assert _index(profile).match(root) == ({"p0"} if expected else frozenset())
+    python = Engine({"n": "urn:n"}, native=False)  # and the reference runtime agrees
+    python.add("p0", profile)
+    assert python.match(xml) == ({"p0"} if expected else frozenset())
+
+
+def test_entity_in_an_attribute_goes_to_the_python_runtime():
+    # An internal entity used only in an attribute: lxml expands it there, the C
+    # reader does not model entity nodes, so it declines and the engine falls back.
+    xml = b"<!DOCTYPE a [<!ENTITY e 'SF'>]><a x='&e;'><b/></a>"
+    profiles = {"sf": "/a[@x = 'SF']/b", "other": "/a[@x = 'LA']"}
+    assert _index(*profiles.values()).match(parse_xml(xml)) is None
+    e = Engine()
+    for pid, text in profiles.items():
+        e.add(pid, text)
+    assert e.match(xml) == {"sf"}
+    assert disagreements(e, profiles, xml) == []
+
+
+def test_native_and_python_runtimes_agree():
+    profiles = {"1": "//b[@x = '1'][c]", "2": "/a/b[2]", "3": "/a[contains(b, 'y')]",
+                "4": "//*[starts-with(@x, '1')]", "5": "/a/b[not(@x)]", "6": "//c"}
+    xml = b"<a><b x='1'><c/></b><b>y</b><b x='12'/></a>"
+    results = []
+    for native in (True, False):
+        e = Engine(native=native)
+        for pid, text in profiles.items():
+            e.add(pid, text)
+        results.append(e.match(xml))
+    # contains(b, 'y') reads the first b only, whose string-value is empty
+    assert results[0] == results[1] == lxml_matches(profiles, xml) == {"1", "2", "4", "5", "6"}
+
+
+def test_ids_follow_adds_and_removes():
+    xml = b"<a x='1'><b/></a>"
+    e = Engine()
+    e.add("p", "/a[@x = '1']/b")
+    e.add("q", "/a[@x = '1']/b")  # the same profile: one query, two ids
+    assert e.match(xml) == {"p", "q"}
+    e.remove("p")
+    assert e.match(xml) == {"q"}
+    e.add("q", "/a[@x = '2']/b")  # replaced
+    assert e.match(xml) == frozenset()
+    e.add("r", "/a[@x = '1']/b")
+    assert e.match(xml) == {"r"}
+
+
+def test_tables_are_rebuilt_when_most_profiles_went():
+    e = Engine()
+    for i in range(3000):
+        e.add(str(i), f"/a[@x = '{i}']")
+    for i in range(2990):
+        e.remove(str(i))
+    stats = e.stats()
+    assert stats["native_queries"] == 10
+    assert stats["native_discarded"] < 1024  # rebuilt: most discarded ones are gone
+    assert e.match(b"<a x='2995'/>") == {"2995"}
+    assert e.match(b"<a x='5'/>") == frozenset()
+
+
+def test_stats_count_the_work_per_message():
+    e = Engine()
+    e.add("a", "/a[@x = '1']")
+    e.add("b", "/a[@x = '2']")
+    e.match(b"<a x='1'/>")
+    s = e.stats()
+    assert (s["native_messages"], s["native_need_met"], s["native_matched"]) == (1, 1, 1)
+
+
+def test_match_wants_an_lxml_element():
+    with pytest.raises(TypeError, match="lxml element"):
+        _index("/a[@x = '1']").match("<a/>")
