@@ -68,21 +68,6 @@ void doc_free(Doc *d)
     memset(d, 0, sizeof *d);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    size_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need)
-        cap2 *= 2;
-    void *q = realloc(*p, cap2 * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = cap2;
-    return 0;
-}
-
 /* The id of a node's Clark name ({href}local, as lxml spells it). */
 static int32_t name_id(Doc *d, const Vocab *v, const xmlNs *ns, const xmlChar *name)
 {
@@ -137,7 +122,7 @@ static int load_attrs(Doc *d, Elem *e, const xmlNode *node, const Vocab *v)
 {
     e->attr0 = (int32_t)d->nat;
     for (const xmlAttr *a = node->properties; a; a = a->next) {
-        if (grow((void **)&d->at, &d->capat, d->nat + 1, sizeof *d->at) < 0)
+        if (grow_array((void **)&d->at, &d->capat, d->nat + 1, sizeof *d->at) < 0)
             return DOC_NOMEM;
         DAttr *x = &d->at[d->nat++];
         for (const xmlNode *c = a->children; c; c = c->next)
@@ -177,7 +162,7 @@ static int load_texts(Doc *d, Elem *e, const xmlNode *node, const Vocab *v)
         const xmlNode *stop = c->next;
         while (stop && is_text(stop))
             stop = stop->next;
-        if (grow((void **)&d->tx, &d->captx, d->ntx + 1, sizeof *d->tx) < 0)
+        if (grow_array((void **)&d->tx, &d->captx, d->ntx + 1, sizeof *d->tx) < 0)
             return DOC_NOMEM;
         DText *t = &d->tx[d->ntx++];
         if (join(d, c, stop, &t->s) < 0)
@@ -193,7 +178,7 @@ static int load(Doc *d, const xmlNode *node, int32_t depth, int32_t parent, cons
 {
     if (d->nel >= MAX_ELEMENTS)
         return DOC_UNSUPPORTED;
-    if (grow((void **)&d->el, &d->capel, d->nel + 1, sizeof *d->el) < 0)
+    if (grow_array((void **)&d->el, &d->capel, d->nel + 1, sizeof *d->el) < 0)
         return DOC_NOMEM;
     int32_t me = (int32_t)d->nel++;
     Elem *e = &d->el[me];
@@ -221,7 +206,7 @@ int doc_load(Doc *d, const xmlNode *root, const Vocab *v)
     int r = load(d, root, 1, -1, v);
     if (r != DOC_OK)
         return r;
-    if (grow((void **)&d->sv, &d->capsv, d->nel, sizeof *d->sv) < 0)
+    if (grow_array((void **)&d->sv, &d->capsv, d->nel, sizeof *d->sv) < 0)
         return DOC_NOMEM;
     unsigned char *ok = realloc(d->sv_ok, d->capsv);
     if (!ok)

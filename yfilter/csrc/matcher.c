@@ -79,18 +79,23 @@ typedef struct {
     Vocab vocab;
     IVec code, guard_preds, rel_steps;
     double *nums;
-    int32_t nnums, capnums;
+    int32_t nnums;
+    size_t capnums;
     Guard *guards;
-    int32_t nguards, capguards;
+    int32_t nguards;
+    size_t capguards;
     Range *rels;
-    int32_t nrels, caprels;
+    int32_t nrels;
+    size_t caprels;
     PStep *steps; /* of the nested paths (rels) */
     PNode *nodes;
-    int32_t nnodes, capnodes;
+    int32_t nnodes;
+    size_t capnodes;
     int32_t *node_slots; /* (parent, axis, test, guard) -> node */
     size_t node_mask;
     Query *queries;
-    int32_t nqueries, capqueries, live;
+    int32_t nqueries, live;
+    size_t capqueries;
     /* Vocabulary id -> the queries filed under it, as records [query, path node,
      * nbase, nself, its need: nbase values the message must hold, nself
      * string-values of its elements], scanned in sequence; a discarded query's is -1. */
@@ -117,56 +122,21 @@ typedef struct {
 
 /* -- growth helpers -------------------------------------------------------- */
 
-static int grow_array(void **p, int32_t *cap, int32_t need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    int32_t c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* Per-vocabulary-id arrays follow the vocabulary's size. */
 static int fit_keys(Matcher *m)
 {
-    size_t need = m->vocab.n;
-    if (need <= m->capkeys)
-        return 0;
-    size_t cap = m->capkeys ? m->capkeys : 256;
-    while (cap < need)
-        cap *= 2;
-    IVec *b = realloc(m->by_base, cap * sizeof *b);
-    if (!b)
-        return -1;
-    m->by_base = b;
-    IVec *s = realloc(m->by_self, cap * sizeof *s);
-    if (!s)
-        return -1;
-    m->by_self = s;
-    memset(b + m->capkeys, 0, (cap - m->capkeys) * sizeof *b);
-    memset(s + m->capkeys, 0, (cap - m->capkeys) * sizeof *s);
-    uint32_t **gens[] = {&m->present, &m->self_present, &m->tag_gen};
-    for (int k = 0; k < 3; k++) {
-        uint32_t *g = realloc(*gens[k], cap * sizeof *g);
-        if (!g)
+    size_t need = m->vocab.n, cap = m->capkeys;
+    void **arrays[] = {(void **)&m->by_base, (void **)&m->by_self, (void **)&m->present,
+                       (void **)&m->self_present, (void **)&m->tag_gen, (void **)&m->tag_first,
+                       (void **)&m->tag_last};
+    size_t sizes[] = {sizeof(IVec), sizeof(IVec), sizeof(uint32_t), sizeof(uint32_t),
+                      sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t)};
+    for (int k = 0; k < 7; k++) {
+        size_t c = m->capkeys; /* each array grows from the common capacity */
+        if (grow_array(arrays[k], &c, need, sizes[k]) < 0)
             return -1;
-        memset(g + m->capkeys, 0, (cap - m->capkeys) * sizeof *g);
-        *gens[k] = g;
+        cap = c;
     }
-    int32_t *f = realloc(m->tag_first, cap * sizeof *f);
-    if (!f)
-        return -1;
-    m->tag_first = f;
-    int32_t *l = realloc(m->tag_last, cap * sizeof *l);
-    if (!l)
-        return -1;
-    m->tag_last = l;
     m->capkeys = cap;
     return 0;
 }

@@ -167,6 +167,22 @@ int memo_put(Memo *m, uint64_t key, int32_t val)
     }
 }
 
+int grow_array(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t cap2 = *cap ? *cap : 16;
+    while (cap2 < need)
+        cap2 *= 2;
+    char *q = realloc(*p, cap2 * size);
+    if (!q)
+        return -1;
+    memset(q + *cap * size, 0, (cap2 - *cap) * size);
+    *p = q;
+    *cap = cap2;
+    return 0;
+}
+
 int ivec_grow(IVec *v)
 {
     int32_t cap = v->cap ? v->cap * 2 : 4;

@@ -69,6 +69,10 @@ static inline int memo_get(const Memo *m, uint64_t key, int32_t *val)
 /* 0, or -1 when out of memory. */
 int memo_put(Memo *m, uint64_t key, int32_t val);
 
+/* Make room for need items of size bytes in *p (capacity *cap, doubled as needed);
+ * the new items are zeroed. 0, or -1 when out of memory (*p is then unchanged). */
+int grow_array(void **p, size_t *cap, size_t need, size_t size);
+
 /* A growable vector of int32. */
 typedef struct {
     int32_t *a;
