@@ -113,14 +113,13 @@ class NativeIndex:
     def _file(self, steps: tuple[Step, ...], ids: set[str]) -> None:
         base: set[str] = set()
         selves: set[str] = set()
-        words: list[int] = []
-        for axis, test, guard in steps:
+        for _, test, guard in steps:
             if test != "*":
                 base.add(test)
             if guard is not None:
                 base |= guard.need.base
                 selves |= guard.need.selves
-            words += (AXES[axis], self._name(test), self._guard(guard))
+        words = self._steps(steps)
         table, key = choose_key(frozenset(base), frozenset(selves), self._rarity)
         self._qids[id(ids)] = self._m.add_query(
             words, [self._value(v) for v in base], [self._value(v) for v in selves],
@@ -157,11 +156,15 @@ class NativeIndex:
     def _rel(self, rel: RelPath) -> int:
         rid = self._rels.get(rel.key)
         if rid is None:
-            words: list[int] = []
-            for axis, test, guard in rel.steps:
-                words += (AXES[axis], self._name(test), self._guard(guard))
-            rid = self._rels[rel.key] = self._m.add_rel(words)
+            rid = self._rels[rel.key] = self._m.add_rel(self._steps(rel.steps))
         return rid
+
+    def _steps(self, steps: tuple[Step, ...]) -> list[int]:
+        """Location steps as (axis, name, guard) words."""
+        words: list[int] = []
+        for axis, test, guard in steps:
+            words += (AXES[axis], self._name(test), self._guard(guard))
+        return words
 
     def _compare(self, cmp: Comparison | None) -> list[int]:
         """A comparison as three words (see :func:`yfilter.values.compare_string`:

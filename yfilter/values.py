@@ -15,7 +15,8 @@ from typing import Callable
 NAN = float("nan")
 _BLANK = " \t\n\r"
 MAX_FRAC = 20  # libxml2 reads at most this many significant fraction digits
-_NUMBER = re.compile(r"(-?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]*))?$")  # ASCII digits only, as libxml2
+# ASCII digits only, as libxml2 reads them (\d would take any Unicode digit).
+_NUMBER = re.compile(r"(-?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]*))?$")
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     "=": operator.eq,
