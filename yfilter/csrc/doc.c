@@ -185,7 +185,9 @@ static int load(Doc *d, const xmlNode *node, int32_t depth, int32_t parent, cons
     e->node = node;
     e->depth = depth;
     e->parent = parent;
-    e->next_same = -1;
+    e->nchild = 0;
+    if (parent >= 0)
+        d->el[parent].nchild++;
     e->tag = name_id(d, v, node->ns, node->name);
     int r = load_attrs(d, e, node, v);
     if (r == DOC_OK)

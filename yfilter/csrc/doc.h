@@ -22,7 +22,7 @@ typedef struct {
     const xmlNode *node;
     int32_t tag, depth, parent, end;
     int32_t attr0, nattr, text0, ntext;
-    int32_t next_same;  /* the next element with this tag (see Doc users), or -1 */
+    int32_t nchild;
 } Elem;
 
 typedef struct {

@@ -5,10 +5,19 @@
  * tables (doc.c), mark the values it holds, take the profiles filed under a value the
  * message holds whose whole need it holds too (the same necessary test as
  * yfilter.keyed), and check each such candidate's path and predicates on the
- * document: top down, the elements each node of its path binds, computed once per
- * node and message from its parent's (node_set), with every (guard, element) and
- * (nested path, element) answer memoised, so profiles sharing a prefix or a
- * predicate share the work. The result is the set of ids of the matching profiles.
+ * document, bottom up: from each element its last step could select, the steps
+ * before on the element's ancestors (block_matches). Everything a candidate's check
+ * reads is in one run of words, its block, loaded a few candidates ahead, so that
+ * at 100k profiles the check costs about one cache miss; besides the block it only
+ * reads the message's own small tables. Nested paths (and guards that read
+ * position()) are memoised per (nested path, element), so profiles sharing them
+ * share the work. The result is the set of ids of the matching profiles.
+ *
+ * Block (see Matcher_add_query): query, nsteps, then per step axis, test, guard:
+ *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
+ * where a pred is its predicate code copied, a nested path's as
+ *   NESTED_IN len rel nsteps (axis test guard)*   (its steps inline, same layout).
+ * The nested paths of m->rels keep their steps in this layout too (rel_words).
  *
  * Predicate code (int32 words; an operand "off" is the absolute offset of another
  * predicate in the same code array):
@@ -40,6 +49,8 @@ enum { REL_EQ, REL_NE, REL_LT, REL_LE, REL_GT, REL_GE };
 enum { FN_CONTAINS, FN_STARTS_WITH };
 enum { AXIS_CHILD, AXIS_DESC };
 enum { KEY_NONE, KEY_BASE, KEY_SELF };
+enum { OP_NESTED_IN = 16 }; /* only in blocks and nested paths (emit_guard) */
+enum { G_NONE, G_REF, G_INLINE };
 
 /* lxml's public element struct (lxml/etree.h, struct LxmlElement): only the node. */
 typedef struct {
@@ -55,29 +66,19 @@ typedef struct {
 } Guard;
 
 typedef struct {
-    int32_t axis, test, guard;
-} PStep;
-
-typedef struct {
-    int32_t parent, axis, test, guard; /* node 0 is the document */
-    uint32_t gen;                      /* the message whose node_set is at off */
-    int32_t off;
-} PNode;
-
-typedef struct {
-    int32_t node, key_table, key;
+    int32_t block, key_table, key;
     PyObject *ids; /* a tuple of the profile ids, NULL once discarded */
 } Query;
 
 typedef struct {
-    int32_t first, n;
+    int32_t first, n, words; /* a nested path: where its steps are, how many, their words */
 } Range;
 
 typedef struct {
     PyObject_HEAD
     PyTypeObject *element_type; /* lxml.etree._Element */
     Vocab vocab;
-    IVec code, guard_preds, rel_steps;
+    IVec code, guard_preds, rel_words; /* rel_words: the nested paths' steps */
     double *nums;
     int32_t nnums;
     size_t capnums;
@@ -87,18 +88,15 @@ typedef struct {
     Range *rels;
     int32_t nrels;
     size_t caprels;
-    PStep *steps; /* of the nested paths (rels) */
-    PNode *nodes;
-    int32_t nnodes;
-    size_t capnodes;
-    int32_t *node_slots; /* (parent, axis, test, guard) -> node */
-    size_t node_mask;
+    /* Per query, all its check reads, in one run of words (see the top). */
+    IVec blocks;
     Query *queries;
     int32_t nqueries, live;
     size_t capqueries;
-    /* Vocabulary id -> the queries filed under it, as records [query, path node,
+    /* Vocabulary id -> the queries filed under it, as records [block, its length,
      * nbase, nself, its need: nbase values the message must hold, nself
-     * string-values of its elements], scanned in sequence; a discarded query's is -1. */
+     * string-values of its elements], scanned in sequence; a discarded query's
+     * block is -1. */
     IVec *by_base, *by_self;
     IVec always;
     size_t capkeys;
@@ -107,10 +105,9 @@ typedef struct {
     Doc doc;
     uint32_t gen;
     uint32_t *present, *self_present, *tag_gen;
-    int32_t *tag_first, *tag_last;
-    IVec present_ids, self_ids;
-    IVec sets, scratch; /* node_set's element sets, and its working space */
-    IVec cands, hits;   /* (query, node) whose need the message meets; queries that match */
+    int32_t *tag_start, *tag_count; /* where each tag's elements are in tagged */
+    IVec present_ids, self_ids, tags, tagged;
+    IVec cands, hits;   /* blocks of the queries whose need the message meets; queries that match */
     PyObject **idv;     /* the ids to report */
     size_t capidv;
     Memo m_guard, m_rel, m_pos;
@@ -127,8 +124,8 @@ static int fit_keys(Matcher *m)
 {
     size_t need = m->vocab.n, cap = m->capkeys;
     void **arrays[] = {(void **)&m->by_base, (void **)&m->by_self, (void **)&m->present,
-                       (void **)&m->self_present, (void **)&m->tag_gen, (void **)&m->tag_first,
-                       (void **)&m->tag_last};
+                       (void **)&m->self_present, (void **)&m->tag_gen, (void **)&m->tag_start,
+                       (void **)&m->tag_count};
     size_t sizes[] = {sizeof(IVec), sizeof(IVec), sizeof(uint32_t), sizeof(uint32_t),
                       sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t)};
     for (int k = 0; k < 7; k++) {
@@ -148,7 +145,29 @@ static int fit_keys(Matcher *m)
 #define KEY(id, e) (((uint64_t)(id) << 24) | (uint64_t)(uint32_t)(e))
 
 static int guard_check(Matcher *m, int32_t g, int32_t e);
-static int rel_exists(Matcher *m, int32_t r, int32_t e);
+static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e);
+static int guard_ok(Matcher *m, const int32_t *g, int32_t e);
+static int exists_in(Matcher *m, const int32_t *st, int32_t n, int32_t e);
+
+/* The words of a guard in a block (see the top): how many, and each predicate's. */
+static inline int32_t guard_size(const int32_t *g)
+{
+    return g[0] == G_NONE ? 1 : g[0] == G_REF ? 2 : 2 + g[1];
+}
+
+static int32_t pred_size(const int32_t *c)
+{
+    switch (c[0]) {
+    case OP_ALWAYS: return 1;
+    case OP_ATTR: return 5;
+    case OP_TEXT: case OP_SELF: return 4;
+    case OP_POS: return 3;
+    case OP_NESTED: case OP_NOT: return 2;
+    case OP_FUNC: return 10;
+    default: return 2 + c[1]; /* OP_AND, OP_OR, OP_NESTED_IN */
+    }
+}
+
 
 static int rel_op(int32_t op, double a, double b)
 {
@@ -197,6 +216,70 @@ static int name_ok(const Doc *d, int32_t e, int32_t test)
     return test < 0 || d->el[e].tag == test;
 }
 
+/* The elements a location step (axis, name test) selects from element p (-1: the
+ * document), in document order, one by one (sel_next). When the test names a tag,
+ * from the list of the message's elements with that tag, those below p (a binary
+ * search), unless p's children are fewer; else by walking p's subtree. */
+typedef struct {
+    const int32_t *tagged; /* NULL: walk the tree */
+    int32_t k, n, parent, j, end, child, test;
+} Sel;
+
+static inline void sel_start(const Matcher *m, Sel *s, int32_t p, int32_t axis, int32_t test)
+{
+    const Doc *d = &m->doc;
+    s->parent = p;
+    s->j = p + 1;
+    s->end = p < 0 ? (int32_t)d->nel : d->el[p].end;
+    s->child = axis == AXIS_CHILD;
+    s->test = test;
+    s->tagged = NULL;
+    s->k = s->n = 0;
+    if (test < 0)
+        return;
+    if (m->tag_gen[test] != m->gen) {
+        s->j = s->end; /* no element has the tag */
+        return;
+    }
+    const int32_t *a = m->tagged.a + m->tag_start[test];
+    int32_t lo = 0, hi = m->tag_count[test];
+    while (lo < hi) {
+        int32_t mid = (lo + hi) >> 1;
+        if (a[mid] <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (s->child && m->tag_count[test] - lo > (p < 0 ? 1 : d->el[p].nchild))
+        return;
+    s->tagged = a;
+    s->k = lo;
+    s->n = m->tag_count[test];
+}
+
+static inline int32_t sel_next(const Matcher *m, Sel *s)
+{
+    const Elem *el = m->doc.el;
+    if (s->tagged) {
+        while (s->k < s->n) {
+            int32_t j = s->tagged[s->k++];
+            if (j >= s->end)
+                break;
+            if (!s->child || el[j].parent == s->parent)
+                return j;
+        }
+        s->k = s->n;
+        return -1;
+    }
+    while (s->j < s->end) {
+        int32_t j = s->j;
+        s->j = s->child ? el[j].end : j + 1;
+        if (s->test < 0 || el[j].tag == s->test)
+            return j;
+    }
+    return -1;
+}
+
 static int cmp_int(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -206,21 +289,22 @@ static int cmp_int(const void *a, const void *b)
 /* The elements nested path r selects from e, in document order (owned by out). */
 static void rel_select(Matcher *m, int32_t r, int32_t e, IVec *out)
 {
-    const Doc *d = &m->doc;
     IVec cur = {0}, next = {0};
     if (ivec_push(&cur, e) < 0)
         goto oom;
     Range rg = m->rels[r];
+    const int32_t *st = m->rel_words.a + rg.first;
     for (int32_t i = 0; i < rg.n && cur.n; i++) {
-        PStep st = m->steps[rg.first + i];
+        const int32_t *g = st + 2;
         next.n = 0;
         for (int32_t k = 0; k < cur.n; k++) {
-            int32_t c = cur.a[k];
-            for (int32_t j = c + 1; j < d->el[c].end; j = st.axis == AXIS_CHILD ? d->el[j].end : j + 1)
-                if (name_ok(d, j, st.test) && (st.guard < 0 || guard_check(m, st.guard, j)))
-                    if (ivec_push(&next, j) < 0)
-                        goto oom;
+            Sel sel;
+            sel_start(m, &sel, cur.a[k], st[0], st[1]);
+            for (int32_t j; (j = sel_next(m, &sel)) >= 0;)
+                if (guard_ok(m, g, j) && ivec_push(&next, j) < 0)
+                    goto oom;
         }
+        st = g + guard_size(g);
         qsort(next.a, (size_t)next.n, sizeof *next.a, cmp_int);
         int32_t u = 0;
         for (int32_t k = 0; k < next.n; k++)
@@ -285,9 +369,10 @@ static int contains(Span a, Span b)
     return memmem(a.s, a.n, b.s, b.n) != NULL;
 }
 
-static int ev(Matcher *m, int32_t off, int32_t e, int32_t pos)
+/* Does the predicate at c hold on e (at position pos)? Operands of NOT, AND and OR
+ * are offsets in m->code; NESTED_IN carries its nested path's steps inline. */
+static int ev_at(Matcher *m, const int32_t *c, int32_t e, int32_t pos)
 {
-    const int32_t *c = m->code.a + off;
     const Doc *d = &m->doc;
     switch (c[0]) {
     case OP_ALWAYS:
@@ -308,7 +393,7 @@ static int ev(Matcher *m, int32_t off, int32_t e, int32_t pos)
     case OP_POS:
         return rel_op(c[1], (double)pos, m->nums[c[2]]);
     case OP_NESTED:
-        return rel_exists(m, c[1], e);
+        return nested(m, c[1], m->rel_words.a + m->rels[c[1]].first, m->rels[c[1]].n, e);
     case OP_FUNC: {
         Span a = str_arg(m, c + 2, e), b = str_arg(m, c + 6, e);
         if (c[1] == FN_CONTAINS)
@@ -316,17 +401,21 @@ static int ev(Matcher *m, int32_t off, int32_t e, int32_t pos)
         return b.n <= a.n && memcmp(a.s, b.s, b.n) == 0;
     }
     case OP_NOT:
-        return !ev(m, c[1], e, pos);
+        return !ev_at(m, m->code.a + c[1], e, pos);
     case OP_AND:
         for (int32_t k = 0; k < c[1]; k++)
-            if (!ev(m, c[2 + k], e, pos))
+            if (!ev_at(m, m->code.a + c[2 + k], e, pos))
                 return 0;
         return 1;
-    default: /* OP_OR */
+    case OP_OR:
         for (int32_t k = 0; k < c[1]; k++)
-            if (ev(m, c[2 + k], e, pos))
+            if (ev_at(m, m->code.a + c[2 + k], e, pos))
                 return 1;
         return 0;
+    case OP_NESTED_IN:
+        return nested(m, c[2], c + 4, c[3], e);
+    default:
+        return 0; /* not made by emit_guard or the compiler */
     }
 }
 
@@ -360,7 +449,7 @@ static int guard_prefix(Matcher *m, int32_t g, int32_t e, int32_t k)
     const Guard *gd = &m->guards[g];
     for (int32_t j = 0; j < k; j++) {
         int32_t pos = j < 32 && (gd->positional >> j & 1) ? position(m, g, e, j) : 0;
-        if (!ev(m, m->guard_preds.a[gd->preds + j], e, pos))
+        if (!ev_at(m, m->code.a + m->guard_preds.a[gd->preds + j], e, pos))
             return 0;
     }
     return 1;
@@ -379,88 +468,91 @@ static int guard_check(Matcher *m, int32_t g, int32_t e)
     return r;
 }
 
-static int exists_from(Matcher *m, Range rg, int32_t i, int32_t e)
+static int guard_ok(Matcher *m, const int32_t *g, int32_t e)
 {
-    const Doc *d = &m->doc;
-    PStep st = m->steps[rg.first + i];
-    int last = i + 1 == rg.n;
-    for (int32_t j = e + 1; j < d->el[e].end; j = st.axis == AXIS_CHILD ? d->el[j].end : j + 1)
-        if (name_ok(d, j, st.test) && (st.guard < 0 || guard_check(m, st.guard, j))
-            && (last || exists_from(m, rg, i + 1, j)))
+    if (g[0] == G_NONE)
+        return 1;
+    if (g[0] == G_REF)
+        return guard_check(m, g[1], e);
+    for (const int32_t *c = g + 2, *stop = g + 2 + g[1]; c < stop; c += pred_size(c))
+        if (!ev_at(m, c, e, 0))
+            return 0;
+    return 1;
+}
+
+/* Does the nested path whose n steps are at st (axis, test, guard) select anything
+ * from e? */
+static int exists_in(Matcher *m, const int32_t *st, int32_t n, int32_t e)
+{
+    const int32_t *g = st + 2, *next = g + guard_size(g);
+    Sel sel;
+    sel_start(m, &sel, e, st[0], st[1]);
+    for (int32_t j; (j = sel_next(m, &sel)) >= 0;)
+        if (guard_ok(m, g, j) && (n == 1 || exists_in(m, next, n - 1, j)))
             return 1;
     return 0;
 }
 
-static int rel_exists(Matcher *m, int32_t r, int32_t e)
+/* exists_in, memoised per (nested path r, element). */
+static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e)
 {
     int32_t v;
     if (memo_get(&m->m_rel, KEY(r, e), &v))
         return v;
-    v = exists_from(m, m->rels[r], 0, e);
+    v = exists_in(m, st, n, e);
     if (memo_put(&m->m_rel, KEY(r, e), v) < 0)
         m->failed = 1;
     return v;
 }
 
-/* The elements path node t binds (those the path from the document to t reaches
- * with every guard on the way holding), in document order: computed once per node
- * and message from its parent's (so profiles sharing a prefix share the work), kept
- * in m->sets as [n, e1 .. en]; returns its offset there. */
-static int32_t node_set(Matcher *m, int32_t t)
+/* Does step i of the steps at st[] bind e, and the steps before it e's ancestors, as
+ * their axes say? */
+static int binds(Matcher *m, const int32_t *const *st, int32_t i, int32_t e)
 {
-    if (m->nodes[t].gen == m->gen)
-        return m->nodes[t].off;
-    const Doc *d = &m->doc;
-    PNode n = m->nodes[t];
-    IVec *out = &m->scratch;
-    out->n = 0;
-    int sorted = 1;
-    if (n.parent == 0) {
-        if (n.axis == AXIS_CHILD) {
-            if (name_ok(d, 0, n.test) && (n.guard < 0 || guard_check(m, n.guard, 0))
-                && ivec_push(out, 0) < 0)
-                m->failed = 1;
-        } else if (n.test >= 0) {
-            if (m->tag_gen[n.test] == m->gen)
-                for (int32_t e = m->tag_first[n.test]; e >= 0; e = d->el[e].next_same)
-                    if ((n.guard < 0 || guard_check(m, n.guard, e)) && ivec_push(out, e) < 0)
-                        m->failed = 1;
-        } else {
-            for (int32_t e = 0; e < (int32_t)d->nel; e++)
-                if ((n.guard < 0 || guard_check(m, n.guard, e)) && ivec_push(out, e) < 0)
-                    m->failed = 1;
-        }
-    } else {
-        int32_t poff = node_set(m, n.parent);
-        out->n = 0; /* the parent's computation used the scratch too */
-        int32_t np = m->sets.a[poff], covered = -1;
-        for (int32_t k = 0; k < np; k++) {
-            int32_t p = m->sets.a[poff + 1 + k];
-            if (n.axis == AXIS_DESC) {
-                if (p < covered)
-                    continue; /* inside the previous one's subtree: already scanned */
-                covered = d->el[p].end;
-            }
-            for (int32_t j = p + 1; j < d->el[p].end; j = n.axis == AXIS_CHILD ? d->el[j].end : j + 1)
-                if (name_ok(d, j, n.test) && (n.guard < 0 || guard_check(m, n.guard, j))) {
-                    if (out->n && out->a[out->n - 1] > j)
-                        sorted = 0;
-                    if (ivec_push(out, j) < 0)
-                        m->failed = 1;
-                }
-        }
-    }
-    if (!sorted)
-        qsort(out->a, (size_t)out->n, sizeof *out->a, cmp_int);
-    int32_t off = m->sets.n;
-    if (ivec_push(&m->sets, out->n) < 0)
+    const int32_t *s = st[i]; /* axis, test, guard */
+    const Elem *el = m->doc.el;
+    if ((s[1] >= 0 && el[e].tag != s[1]) || !guard_ok(m, s + 2, e))
+        return 0;
+    int32_t p = el[e].parent;
+    if (i == 0)
+        return s[0] == AXIS_DESC || p < 0;
+    if (s[0] == AXIS_CHILD)
+        return p >= 0 && binds(m, st, i - 1, p);
+    for (; p >= 0; p = el[p].parent)
+        if (binds(m, st, i - 1, p))
+            return 1;
+    return 0;
+}
+
+/* Does the path of the query whose block is at b bind an element? Bottom up: from
+ * each element the last step could select, the steps before it checked on its
+ * ancestors (on the message's own small tables; nested paths memoised). */
+static int block_matches(Matcher *m, const int32_t *b)
+{
+    int32_t n = b[1];
+    const int32_t *stack[16], **st = stack;
+    if (n > 16 && !(st = malloc((size_t)n * sizeof *st))) {
         m->failed = 1;
-    for (int32_t k = 0; k < out->n; k++)
-        if (ivec_push(&m->sets, out->a[k]) < 0)
-            m->failed = 1;
-    m->nodes[t].gen = m->gen;
-    m->nodes[t].off = off;
-    return off;
+        return 0;
+    }
+    const int32_t *w = b + 2;
+    for (int32_t i = 0; i < n; i++) {
+        st[i] = w;
+        w += 2 + guard_size(w + 2);
+    }
+    int found = 0;
+    int32_t test = st[n - 1][1];
+    if (test < 0) {
+        for (int32_t e = 0; e < (int32_t)m->doc.nel && !found; e++)
+            found = binds(m, st, n - 1, e);
+    } else if (m->tag_gen[test] == m->gen) {
+        const int32_t *a = m->tagged.a + m->tag_start[test];
+        for (int32_t k = 0; k < m->tag_count[test] && !found; k++)
+            found = binds(m, st, n - 1, a[k]);
+    }
+    if (st != stack)
+        free(st);
+    return found;
 }
 
 static void mark(Matcher *m, uint32_t *stamps, IVec *list, int32_t id)
@@ -481,16 +573,17 @@ static void collect_selves(Matcher *m)
     }
 }
 
-/* Add to m->cands the queries of a posting list whose whole need the message meets. */
+/* Add to m->cands the blocks (offset, length) of the queries of a posting list whose
+ * whole need the message meets. */
 static void take_candidates(Matcher *m, const IVec *list)
 {
     const int32_t *a = list->a;
     for (int32_t k = 0; k < list->n;) {
-        int32_t q = a[k], node = a[k + 1], nb = a[k + 2], ns = a[k + 3];
+        int32_t block = a[k], len = a[k + 1], nb = a[k + 2], ns = a[k + 3];
         const int32_t *need = a + k + 4;
         k += 4 + nb + ns;
         m->filed_hits++;
-        if (q < 0)
+        if (block < 0)
             continue;
         int32_t j = 0;
         while (j < nb && m->present[need[j]] == m->gen)
@@ -504,60 +597,33 @@ static void take_candidates(Matcher *m, const IVec *list)
         if (j < nb + ns)
             continue;
         m->need_met++;
-        __builtin_prefetch(&m->nodes[node]);
-        if (ivec_push(&m->cands, q) < 0 || ivec_push(&m->cands, node) < 0)
+        if (ivec_push(&m->cands, block) < 0 || ivec_push(&m->cands, len) < 0)
             m->failed = 1;
     }
 }
 
-/* Bring the candidates' path nodes, guards, predicate code and ids into the cache a
- * level at a time, each level's loads independent of one another, so their misses
- * overlap: at 100k profiles these tables are megabytes, and checking candidates one
- * by one would wait for each miss in turn. Hints only: nothing here is required. */
-static void prefetch_candidates(const Matcher *m)
-{
-    const int32_t *c = m->cands.a;
-    int32_t n = m->cands.n;
-    for (int32_t k = 0; k < n; k += 2) {
-        const PNode *t = &m->nodes[c[k + 1]];
-        if (t->guard >= 0)
-            __builtin_prefetch(&m->guards[t->guard]);
-        __builtin_prefetch(&m->nodes[t->parent]);
-        __builtin_prefetch(&m->queries[c[k]]);
-    }
-    for (int32_t k = 0; k < n; k += 2) {
-        const PNode *t = &m->nodes[c[k + 1]];
-        if (t->guard >= 0)
-            __builtin_prefetch(&m->guard_preds.a[m->guards[t->guard].preds]);
-        const PNode *p = &m->nodes[t->parent];
-        if (p->guard >= 0)
-            __builtin_prefetch(&m->guards[p->guard]);
-        __builtin_prefetch(m->queries[c[k]].ids);
-    }
-    for (int32_t k = 0; k < n; k += 2) {
-        const PNode *t = &m->nodes[c[k + 1]];
-        if (t->guard >= 0)
-            __builtin_prefetch(&m->code.a[m->guard_preds.a[m->guards[t->guard].preds]]);
-        const PNode *p = &m->nodes[t->parent];
-        if (p->guard >= 0)
-            __builtin_prefetch(&m->guard_preds.a[m->guards[p->guard].preds]);
-        PyObject *ids = m->queries[c[k]].ids;
-        if (ids && PyTuple_GET_SIZE(ids))
-            __builtin_prefetch(PyTuple_GET_ITEM(ids, 0));
-    }
-}
+/* How many candidates ahead of the one being checked to start loading. */
+#define AHEAD 6
 
-/* The ids of the matching candidates, as a frozenset. The id strings are spread
- * over the heap: touch them all first (prefetch) so their cache misses overlap. */
+/* The ids of the matching candidates, as a frozenset. The queries and their id
+ * strings are spread over the heap: touch them all first (prefetch) so their cache
+ * misses overlap. */
 static PyObject *report(Matcher *m)
 {
     m->hits.n = 0;
-    prefetch_candidates(m);
+    const int32_t *c = m->cands.a;
     for (int32_t k = 0; k < m->cands.n; k += 2) {
-        int32_t q = m->cands.a[k];
-        int32_t off = node_set(m, m->cands.a[k + 1]); /* before reading sets.a: it moves */
-        if (m->sets.a[off] && ivec_push(&m->hits, q) < 0)
-            m->failed = 1;
+        if (k + 2 * AHEAD < m->cands.n) {
+            const char *next = (const char *)(m->blocks.a + c[k + 2 * AHEAD]);
+            for (int32_t at = 0; at < c[k + 2 * AHEAD + 1] * 4; at += 64)
+                __builtin_prefetch(next + at);
+        }
+        const int32_t *b = m->blocks.a + c[k];
+        if (block_matches(m, b)) {
+            __builtin_prefetch(&m->queries[b[0]]);
+            if (ivec_push(&m->hits, b[0]) < 0)
+                m->failed = 1;
+        }
     }
     m->matched += (uint64_t)m->hits.n;
     for (int32_t k = 0; k < m->hits.n; k++)
@@ -598,39 +664,54 @@ static void start_message(Matcher *m)
         memset(m->present, 0, m->capkeys * sizeof *m->present);
         memset(m->self_present, 0, m->capkeys * sizeof *m->self_present);
         memset(m->tag_gen, 0, m->capkeys * sizeof *m->tag_gen);
-        for (int32_t t = 0; t < m->nnodes; t++)
-            m->nodes[t].gen = 0;
         m->gen = 1;
     }
-    m->present_ids.n = m->self_ids.n = m->sets.n = m->cands.n = 0;
+    m->present_ids.n = m->self_ids.n = m->cands.n = 0;
     m->selves_done = m->failed = 0;
     memo_reset(&m->m_guard);
     memo_reset(&m->m_rel);
     memo_reset(&m->m_pos);
 }
 
-/* Mark the values the message holds and chain its elements by tag. */
+/* Mark the values the message holds and list its elements by tag (for sel_start). */
 static void index_message(Matcher *m)
 {
-    Doc *d = &m->doc;
+    const Doc *d = &m->doc;
     mark(m, m->present, &m->present_ids, vocab_find(&m->vocab, "", 0));
+    m->tags.n = 0;
     for (int32_t e = 0; e < (int32_t)d->nel; e++) {
-        Elem *el = &d->el[e];
+        const Elem *el = &d->el[e];
         int32_t t = el->tag;
         if (t >= 0) {
             mark(m, m->present, &m->present_ids, t);
             if (m->tag_gen[t] != m->gen) {
                 m->tag_gen[t] = m->gen;
-                m->tag_first[t] = e;
-            } else {
-                d->el[m->tag_last[t]].next_same = e;
+                m->tag_count[t] = 0;
+                if (ivec_push(&m->tags, t) < 0)
+                    m->failed = 1;
             }
-            m->tag_last[t] = e;
+            m->tag_count[t]++;
         }
         for (int32_t k = 0; k < el->nattr; k++)
             mark(m, m->present, &m->present_ids, d->at[el->attr0 + k].atom);
         for (int32_t k = 0; k < el->ntext; k++)
             mark(m, m->present, &m->present_ids, d->tx[el->text0 + k].id);
+    }
+    int32_t at = 0;
+    for (int32_t k = 0; k < m->tags.n; k++) {
+        int32_t t = m->tags.a[k];
+        m->tag_start[t] = at;
+        at += m->tag_count[t];
+        m->tag_count[t] = 0; /* counts again as the elements are placed */
+    }
+    if (ivec_reserve(&m->tagged, at) < 0) {
+        m->failed = 1;
+        return;
+    }
+    for (int32_t e = 0; e < (int32_t)d->nel; e++) {
+        int32_t t = d->el[e].tag;
+        if (t >= 0)
+            m->tagged.a[m->tag_start[t] + m->tag_count[t]++] = e;
     }
 }
 
@@ -800,6 +881,78 @@ fail:
     return NULL;
 }
 
+/* Is guard g one whose predicates can be copied into a block: no position(), and
+ * each a leaf (its operands are no offsets in m->code)? */
+static int inlinable(const Matcher *m, int32_t g)
+{
+    const Guard *gd = &m->guards[g];
+    if (gd->positional)
+        return 0;
+    for (int32_t j = 0; j < gd->npreds; j++) {
+        int32_t op = m->code.a[m->guard_preds.a[gd->preds + j]];
+        if (op == OP_NOT || op == OP_AND || op == OP_OR)
+            return 0;
+    }
+    return 1;
+}
+
+/* Append guard g (-1: none) to out as block words: G_NONE; G_REF g (evaluated by
+ * guard_check, memoised); or G_INLINE len, then its predicates' code, a nested
+ * path's as NESTED_IN len r nsteps and its steps. 0, or -1 when out of memory. */
+static int emit_guard(Matcher *m, IVec *out, int32_t g)
+{
+    if (g < 0)
+        return ivec_push(out, G_NONE);
+    if (!inlinable(m, g))
+        return ivec_push(out, G_REF) | ivec_push(out, g);
+    int32_t at = out->n;
+    if (ivec_push(out, G_INLINE) < 0 || ivec_push(out, 0) < 0)
+        return -1;
+    const Guard *gd = &m->guards[g];
+    for (int32_t j = 0; j < gd->npreds; j++) {
+        const int32_t *c = m->code.a + m->guard_preds.a[gd->preds + j];
+        if (c[0] == OP_NESTED) {
+            Range rg = m->rels[c[1]];
+            if (ivec_push(out, OP_NESTED_IN) < 0 || ivec_push(out, 2 + rg.words) < 0
+                || ivec_push(out, c[1]) < 0 || ivec_push(out, rg.n) < 0
+                || ivec_reserve(out, out->n + rg.words) < 0)
+                return -1;
+            memcpy(out->a + out->n, m->rel_words.a + rg.first, (size_t)rg.words * sizeof *out->a);
+            out->n += rg.words;
+            continue;
+        }
+        int32_t n = pred_size(c);
+        if (ivec_reserve(out, out->n + n) < 0)
+            return -1;
+        memcpy(out->a + out->n, c, (size_t)n * sizeof *c);
+        out->n += n;
+    }
+    out->a[at + 1] = out->n - at - 2;
+    return 0;
+}
+
+/* Are the (axis, test, guard) triples in w valid? Else a ValueError. */
+static int check_steps(const Matcher *m, const IVec *w)
+{
+    for (int32_t k = 0; k < w->n; k += 3)
+        if ((w->a[k] != AXIS_CHILD && w->a[k] != AXIS_DESC) || w->a[k + 1] < -1
+            || w->a[k + 1] >= (int32_t)m->vocab.n || w->a[k + 2] < -1 || w->a[k + 2] >= m->nguards) {
+            PyErr_SetString(PyExc_ValueError, "a step's axis, name or guard is unknown");
+            return -1;
+        }
+    return 0;
+}
+
+/* Append (axis, test, guard) steps as block words: axis, test, then the guard. */
+static int emit_steps(Matcher *m, IVec *out, const IVec *w)
+{
+    for (int32_t k = 0; k < w->n; k += 3)
+        if (ivec_push(out, w->a[k]) < 0 || ivec_push(out, w->a[k + 1]) < 0
+            || emit_guard(m, out, w->a[k + 2]) < 0)
+            return -1;
+    return 0;
+}
+
 static PyObject *Matcher_add_rel(Matcher *m, PyObject *arg)
 {
     IVec w = {0};
@@ -809,66 +962,24 @@ static PyObject *Matcher_add_rel(Matcher *m, PyObject *arg)
         free(w.a);
         return NULL;
     }
+    if (check_steps(m, &w) < 0) {
+        free(w.a);
+        return NULL;
+    }
     if (grow_array((void **)&m->rels, &m->caprels, m->nrels + 1, sizeof *m->rels) < 0)
         goto oom;
-    Range rg = {m->rel_steps.n / 3, w.n / 3};
-    for (int32_t k = 0; k < w.n; k++)
-        if (ivec_push(&m->rel_steps, w.a[k]) < 0)
-            goto oom;
-    m->steps = (PStep *)m->rel_steps.a;
+    Range rg = {m->rel_words.n, w.n / 3, 0};
+    if (emit_steps(m, &m->rel_words, &w) < 0) {
+        m->rel_words.n = rg.first;
+        goto oom;
+    }
+    rg.words = m->rel_words.n - rg.first;
     free(w.a);
     m->rels[m->nrels] = rg;
     return PyLong_FromLong(m->nrels++);
 oom:
     free(w.a);
     return PyErr_NoMemory();
-}
-
-static size_t node_hash(const PNode *n)
-{
-    return (size_t)hash_u64(((uint64_t)(uint32_t)n->parent << 32 | (uint32_t)n->guard)
-                            ^ hash_u64((uint64_t)(uint32_t)n->test << 1 | (uint64_t)n->axis));
-}
-
-static int node_grow(Matcher *m)
-{
-    size_t mask = m->node_mask ? m->node_mask * 2 + 1 : 255;
-    int32_t *slots = malloc((mask + 1) * sizeof *slots);
-    if (!slots)
-        return -1;
-    memset(slots, 0xff, (mask + 1) * sizeof *slots);
-    for (int32_t id = 1; id < m->nnodes; id++) {
-        size_t i = node_hash(&m->nodes[id]) & mask;
-        while (slots[i] >= 0)
-            i = (i + 1) & mask;
-        slots[i] = id;
-    }
-    free(m->node_slots);
-    m->node_slots = slots;
-    m->node_mask = mask;
-    return 0;
-}
-
-/* The shared path node (parent, axis, test, guard), made if new; -1 on OOM. */
-static int32_t path_node(Matcher *m, PNode key)
-{
-    size_t i = node_hash(&key) & m->node_mask;
-    for (; m->node_slots[i] >= 0; i = (i + 1) & m->node_mask) {
-        const PNode *n = &m->nodes[m->node_slots[i]];
-        if (n->parent == key.parent && n->axis == key.axis && n->test == key.test
-            && n->guard == key.guard)
-            return m->node_slots[i];
-    }
-    if ((size_t)(m->nnodes + 1) * 2 > m->node_mask + 1) {
-        if (node_grow(m) < 0)
-            return -1;
-        return path_node(m, key);
-    }
-    if (grow_array((void **)&m->nodes, &m->capnodes, m->nnodes + 1, sizeof *m->nodes) < 0)
-        return -1;
-    m->nodes[m->nnodes] = key;
-    m->node_slots[i] = m->nnodes;
-    return m->nnodes++;
 }
 
 static IVec *posting_list(Matcher *m, int32_t table, int32_t key)
@@ -894,17 +1005,18 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "a path is (axis, test, guard) triples");
         goto fail;
     }
+    if (check_steps(m, &w) < 0)
+        goto fail;
     if (grow_array((void **)&m->queries, &m->capqueries, m->nqueries + 1, sizeof *m->queries) < 0)
         goto oom;
-    int32_t node = 0;
-    for (int32_t k = 0; k < w.n; k += 3) {
-        node = path_node(m, (PNode){node, w.a[k], w.a[k + 1], w.a[k + 2], 0, 0});
-        if (node < 0)
-            goto oom;
-    }
+    /* The block: the query, its number of steps, then the steps. */
+    int32_t block = m->blocks.n;
+    if (ivec_push(&m->blocks, m->nqueries) < 0 || ivec_push(&m->blocks, w.n / 3) < 0
+        || emit_steps(m, &m->blocks, &w) < 0)
+        goto oom_block;
     IVec *list = posting_list(m, key_table, key);
     int32_t at = list->n;
-    int ok = ivec_push(list, m->nqueries) == 0 && ivec_push(list, node) == 0
+    int ok = ivec_push(list, block) == 0 && ivec_push(list, m->blocks.n - block) == 0
           && ivec_push(list, nb.n) == 0 && ivec_push(list, ns.n) == 0;
     for (int32_t k = 0; ok && k < nb.n; k++)
         ok = ivec_push(list, nb.a[k]) == 0;
@@ -912,16 +1024,18 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         ok = ivec_push(list, ns.a[k]) == 0;
     if (!ok) {
         list->n = at;
-        goto oom;
+        goto oom_block;
     }
     m->nself_keyed += key_table == KEY_SELF;
     Py_INCREF(ids);
-    m->queries[m->nqueries] = (Query){node, key_table, key, ids};
+    m->queries[m->nqueries] = (Query){block, key_table, key, ids};
     m->live++;
     free(w.a);
     free(nb.a);
     free(ns.a);
     return PyLong_FromLong(m->nqueries++);
+oom_block:
+    m->blocks.n = block;
 oom:
     PyErr_NoMemory();
 fail:
@@ -961,10 +1075,9 @@ static PyObject *Matcher_discard(Matcher *m, PyObject *arg)
     Query *q = query_arg(m, arg);
     if (!q)
         return NULL;
-    int32_t qid = (int32_t)(q - m->queries);
     IVec *list = posting_list(m, q->key_table, q->key);
     for (int32_t k = 0; k < list->n; k += 4 + list->a[k + 2] + list->a[k + 3])
-        if (list->a[k] == qid)
+        if (list->a[k] == q->block)
             list->a[k] = -1;
     Py_CLEAR(q->ids);
     m->live--;
@@ -973,10 +1086,10 @@ static PyObject *Matcher_discard(Matcher *m, PyObject *arg)
 
 static PyObject *Matcher_stats(Matcher *m, PyObject *Py_UNUSED(ignored))
 {
-    return Py_BuildValue("{s:i,s:i,s:n,s:i,s:i,s:i,s:K,s:K,s:K,s:K}", "queries", m->live,
+    return Py_BuildValue("{s:i,s:i,s:n,s:i,s:i,s:n,s:K,s:K,s:K,s:K}", "queries", m->live,
                          "discarded", m->nqueries - m->live, "values", (Py_ssize_t)m->vocab.n,
-                         "guards", m->nguards, "nested_paths", m->nrels, "path_nodes",
-                         m->nnodes - 1, "messages", m->messages, "filed_hits", m->filed_hits,
+                         "guards", m->nguards, "nested_paths", m->nrels, "block_words",
+                         (Py_ssize_t)m->blocks.n, "messages", m->messages, "filed_hits", m->filed_hits,
                          "need_met", m->need_met, "matched", m->matched);
 }
 
@@ -988,21 +1101,18 @@ static int Matcher_init(Matcher *m, PyObject *args, PyObject *kw)
     PyObject *etype;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!", kwlist, &PyType_Type, &etype))
         return -1;
-    if (m->nodes) {
+    if (m->element_type) {
         PyErr_SetString(PyExc_RuntimeError, "Matcher is already initialised");
         return -1;
     }
     doc_init(&m->doc);
     if (vocab_init(&m->vocab) < 0 || memo_init(&m->m_guard) < 0
-        || memo_init(&m->m_rel) < 0 || memo_init(&m->m_pos) < 0 || node_grow(m) < 0
-        || grow_array((void **)&m->nodes, &m->capnodes, 1, sizeof *m->nodes) < 0) {
+        || memo_init(&m->m_rel) < 0 || memo_init(&m->m_pos) < 0) {
         PyErr_NoMemory();
         return -1;
     }
     Py_INCREF(etype);
     m->element_type = (PyTypeObject *)etype;
-    m->nodes[0] = (PNode){-1, 0, -1, -1, 0, 0};
-    m->nnodes = 1;
     return 0;
 }
 
@@ -1020,27 +1130,26 @@ static void Matcher_dealloc(Matcher *m)
     free(m->present);
     free(m->self_present);
     free(m->tag_gen);
-    free(m->tag_first);
-    free(m->tag_last);
+    free(m->tag_start);
+    free(m->tag_count);
+    free(m->tags.a);
+    free(m->tagged.a);
     free(m->present_ids.a);
     free(m->self_ids.a);
-    free(m->sets.a);
-    free(m->scratch.a);
     free(m->code.a);
     free(m->guard_preds.a);
     free(m->cands.a);
     free(m->hits.a);
     free(m->idv);
-    free(m->rel_steps.a);
+    free(m->rel_words.a);
     free(m->nums);
     free(m->guards);
     free(m->rels);
-    free(m->nodes);
-    free(m->node_slots);
     free(m->queries);
     memo_free(&m->m_guard);
     memo_free(&m->m_rel);
     memo_free(&m->m_pos);
+    free(m->blocks.a);
     doc_free(&m->doc);
     vocab_free(&m->vocab);
     Py_XDECREF(m->element_type);

@@ -183,9 +183,13 @@ int grow_array(void **p, size_t *cap, size_t need, size_t size)
     return 0;
 }
 
-int ivec_grow(IVec *v)
+int ivec_reserve(IVec *v, int32_t need)
 {
-    int32_t cap = v->cap ? v->cap * 2 : 4;
+    if (need <= v->cap)
+        return 0;
+    int32_t cap = v->cap ? v->cap : 4;
+    while (cap < need)
+        cap *= 2;
     int32_t *a = realloc(v->a, (size_t)cap * sizeof *a);
     if (!a)
         return -1;

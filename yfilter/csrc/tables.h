@@ -79,12 +79,13 @@ typedef struct {
     int32_t n, cap;
 } IVec;
 
-int ivec_grow(IVec *v);
+/* Room for need elements: 0, or -1 when out of memory. */
+int ivec_reserve(IVec *v, int32_t need);
 
 /* 0, or -1 when out of memory. */
 static inline int ivec_push(IVec *v, int32_t x)
 {
-    if (v->n == v->cap && ivec_grow(v) < 0)
+    if (v->n == v->cap && ivec_reserve(v, v->n + 1) < 0)
         return -1;
     v->a[v->n++] = x;
     return 0;
