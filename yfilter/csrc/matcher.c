@@ -13,7 +13,9 @@
  * position()) are memoised per (nested path, element), so profiles sharing them
  * share the work. The result is the set of ids of the matching profiles.
  *
- * Block (see Matcher_add_query): query, nsteps, then per step axis, test, guard:
+ * Block (see Matcher_add_query): query, nsteps, what to report (a PyObject *, two
+ * words: the id, or the tuple of ids when there are several), then per step axis,
+ * test, guard:
  *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
  * where a pred is its predicate code copied, a nested path's as
  *   NESTED_IN len rel nsteps (axis test guard)*   (its steps inline, same layout).
@@ -107,8 +109,8 @@ typedef struct {
     uint32_t *present, *self_present, *tag_gen;
     int32_t *tag_start, *tag_count; /* where each tag's elements are in tagged */
     IVec present_ids, self_ids, tags, tagged;
-    IVec cands, hits;   /* blocks of the queries whose need the message meets; queries that match */
-    PyObject **idv;     /* the ids to report */
+    IVec cands;     /* blocks (offset, length) of the queries whose need the message meets */
+    PyObject **idv; /* what the matching ones report (see block_ids) */
     size_t capidv;
     Memo m_guard, m_rel, m_pos;
     int selves_done;
@@ -505,6 +507,23 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
     return v;
 }
 
+/* Where a block's steps start, after the query, nsteps and the ids to report. */
+#define BLOCK_STEPS (2 + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
+
+static inline PyObject *block_ids(const int32_t *b)
+{
+    PyObject *ids;
+    memcpy(&ids, b + 2, sizeof ids);
+    return ids;
+}
+
+/* Report q's ids (q->ids, which holds the references) from its block. */
+static void set_block_ids(Matcher *m, const Query *q)
+{
+    PyObject *ids = PyTuple_GET_SIZE(q->ids) == 1 ? PyTuple_GET_ITEM(q->ids, 0) : q->ids;
+    memcpy(m->blocks.a + q->block + 2, &ids, sizeof ids);
+}
+
 /* Does step i of the steps at st[] bind e, and the steps before it e's ancestors, as
  * their axes say? */
 static int binds(Matcher *m, const int32_t *const *st, int32_t i, int32_t e)
@@ -535,7 +554,7 @@ static int block_matches(Matcher *m, const int32_t *b)
         m->failed = 1;
         return 0;
     }
-    const int32_t *w = b + 2;
+    const int32_t *w = b + BLOCK_STEPS;
     for (int32_t i = 0; i < n; i++) {
         st[i] = w;
         w += 2 + guard_size(w + 2);
@@ -605,12 +624,12 @@ static void take_candidates(Matcher *m, const IVec *list)
 /* How many candidates ahead of the one being checked to start loading. */
 #define AHEAD 6
 
-/* The ids of the matching candidates, as a frozenset. The queries and their id
- * strings are spread over the heap: touch them all first (prefetch) so their cache
- * misses overlap. */
+/* The ids of the matching candidates, as a frozenset. The id strings are spread
+ * over the heap: each is loaded (prefetch) when its query matches, and added once
+ * all candidates are checked, so their cache misses overlap with the checks. */
 static PyObject *report(Matcher *m)
 {
-    m->hits.n = 0;
+    size_t n = 0;
     const int32_t *c = m->cands.a;
     for (int32_t k = 0; k < m->cands.n; k += 2) {
         if (k + 2 * AHEAD < m->cands.n) {
@@ -619,42 +638,37 @@ static PyObject *report(Matcher *m)
                 __builtin_prefetch(next + at);
         }
         const int32_t *b = m->blocks.a + c[k];
-        if (block_matches(m, b)) {
-            __builtin_prefetch(&m->queries[b[0]]);
-            if (ivec_push(&m->hits, b[0]) < 0)
-                m->failed = 1;
+        if (!block_matches(m, b))
+            continue;
+        PyObject *ids = block_ids(b);
+        __builtin_prefetch(ids);
+        if (n == m->capidv) {
+            size_t cap = n ? 2 * n : 256;
+            PyObject **idv = realloc(m->idv, cap * sizeof *idv);
+            if (!idv)
+                return PyErr_NoMemory();
+            m->idv = idv;
+            m->capidv = cap;
         }
+        m->idv[n++] = ids;
     }
-    m->matched += (uint64_t)m->hits.n;
-    for (int32_t k = 0; k < m->hits.n; k++)
-        __builtin_prefetch(m->queries[m->hits.a[k]].ids);
-    size_t n = 0;
-    for (int32_t k = 0; k < m->hits.n; k++)
-        n += (size_t)PyTuple_GET_SIZE(m->queries[m->hits.a[k]].ids);
-    if (n > m->capidv) {
-        PyObject **idv = realloc(m->idv, n * sizeof *idv);
-        if (!idv)
-            return PyErr_NoMemory();
-        m->idv = idv;
-        m->capidv = n;
-    }
-    n = 0;
-    for (int32_t k = 0; k < m->hits.n; k++) {
-        PyObject *ids = m->queries[m->hits.a[k]].ids;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ids); j++) {
-            PyObject *id = PyTuple_GET_ITEM(ids, j);
-            __builtin_prefetch(id);
-            m->idv[n++] = id;
-        }
-    }
+    m->matched += n;
     PyObject *out = PyFrozenSet_New(NULL);
     if (!out)
         return NULL;
-    for (size_t k = 0; k < n; k++)
-        if (PySet_Add(out, m->idv[k]) < 0) {
+    for (size_t k = 0; k < n; k++) {
+        PyObject *ids = m->idv[k];
+        int bad = 0;
+        if (PyTuple_CheckExact(ids))
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ids) && !bad; j++)
+                bad = PySet_Add(out, PyTuple_GET_ITEM(ids, j)) < 0;
+        else
+            bad = PySet_Add(out, ids) < 0;
+        if (bad) {
             Py_DECREF(out);
             return NULL;
         }
+    }
     return out;
 }
 
@@ -1009,10 +1023,13 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         goto fail;
     if (grow_array((void **)&m->queries, &m->capqueries, m->nqueries + 1, sizeof *m->queries) < 0)
         goto oom;
-    /* The block: the query, its number of steps, then the steps. */
     int32_t block = m->blocks.n;
-    if (ivec_push(&m->blocks, m->nqueries) < 0 || ivec_push(&m->blocks, w.n / 3) < 0
-        || emit_steps(m, &m->blocks, &w) < 0)
+    if (ivec_reserve(&m->blocks, block + BLOCK_STEPS) < 0)
+        goto oom;
+    m->blocks.a[block] = m->nqueries;
+    m->blocks.a[block + 1] = w.n / 3;
+    m->blocks.n = block + BLOCK_STEPS;
+    if (emit_steps(m, &m->blocks, &w) < 0)
         goto oom_block;
     IVec *list = posting_list(m, key_table, key);
     int32_t at = list->n;
@@ -1029,6 +1046,7 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     m->nself_keyed += key_table == KEY_SELF;
     Py_INCREF(ids);
     m->queries[m->nqueries] = (Query){block, key_table, key, ids};
+    set_block_ids(m, &m->queries[m->nqueries]);
     m->live++;
     free(w.a);
     free(nb.a);
@@ -1067,6 +1085,7 @@ static PyObject *Matcher_set_ids(Matcher *m, PyObject *args)
         return NULL;
     Py_INCREF(ids);
     Py_SETREF(q->ids, ids);
+    set_block_ids(m, q);
     Py_RETURN_NONE;
 }
 
@@ -1139,7 +1158,6 @@ static void Matcher_dealloc(Matcher *m)
     free(m->code.a);
     free(m->guard_preds.a);
     free(m->cands.a);
-    free(m->hits.a);
     free(m->idv);
     free(m->rel_words.a);
     free(m->nums);
