@@ -45,7 +45,8 @@ from yfilter._matcher import Matcher
 from yfilter.keyed import choose_key
 from yfilter.nfa import Rarity, Step
 from yfilter.operators import (Always, AndP, AttrTest, Comparison, Func, Guard, Nested, NotP,
-                               OrP, PosTest, Pred, RelPath, SelfTest, StrArg, TextTest)
+                               OrP, PosTest, Pred, RelPath, SelfTest, StrArg, TextTest,
+                               attr_atom)
 from yfilter.values import number
 
 # Opcodes and operands, as yfilter/csrc/matcher.c numbers them.
@@ -190,7 +191,10 @@ class NativeIndex:
         """Emit ``p``'s code (its parts first) and return its offset."""
         emit = self._m.emit
         if isinstance(p, AttrTest):
-            return emit([OP_ATTR, self._value(p.name), *self._compare(p.cmp)])
+            words = self._compare(p.cmp)
+            if words[0] in (CMP_SEQ, CMP_SNE):  # compared as one id: name NUL value
+                words[2] = self._value(attr_atom(p.name, p.cmp[1]))
+            return emit([OP_ATTR, self._value(p.name), *words])
         if isinstance(p, TextTest):
             return emit([OP_TEXT, *self._compare(p.cmp)])
         if isinstance(p, SelfTest):

@@ -24,7 +24,9 @@
  * Predicate code (int32 words; an operand "off" is the absolute offset of another
  * predicate in the same code array):
  *   ALWAYS                           [.]
- *   ATTR name cmp x y                @name with a comparison
+ *   ATTR name cmp x y                @name with a comparison (for SEQ and SNE, y is
+ *                                    the vocabulary id of name NUL lit, as doc.c
+ *                                    interns the message's attributes)
  *   TEXT cmp x y                     text() with a comparison (any text node)
  *   SELF cmp x y                     . with a comparison (the string-value)
  *   POS op num                       position() op nums[num]
@@ -381,13 +383,19 @@ static int ev_at(Matcher *m, const int32_t *c, int32_t e, int32_t pos)
         return 1;
     case OP_ATTR: {
         const DAttr *at = find_attr(d, e, c[1]);
-        return at && compare(m, c[2], c[3], c[4], at->value);
+        if (!at)
+            return 0;
+        if (c[2] == CMP_SEQ || c[2] == CMP_SNE) /* equal strings have one id */
+            return (at->atom == c[4]) == (c[2] == CMP_SEQ);
+        return compare(m, c[2], c[3], c[4], at->value);
     }
     case OP_TEXT: {
         const Elem *el = &d->el[e];
-        for (int32_t k = 0; k < el->ntext; k++)
-            if (compare(m, c[1], c[2], c[3], d->tx[el->text0 + k].s))
+        for (int32_t k = 0; k < el->ntext; k++) {
+            const DText *t = &d->tx[el->text0 + k];
+            if (c[1] == CMP_SEQ ? t->id == c[2] : compare(m, c[1], c[2], c[3], t->s))
                 return 1;
+        }
         return 0;
     }
     case OP_SELF:
