@@ -98,6 +98,25 @@ def test_tables_are_rebuilt_when_most_profiles_went():
     assert e.match(b"<a x='5'/>") == frozenset()
 
 
+def test_queries_filed_again_by_what_messages_hold():
+    # /a[@x = '1']/b is filed under x=1 (the value the profiles make look rarest);
+    # after 64 messages, all with x=1 and none with <b>, the matcher files it under b
+    # instead, so the messages stop scanning it, and it still matches and goes.
+    e = Engine()
+    e.add("p", "/a[@x = '1']/b")
+    e.add("q", "/a[@x = '1'][@y = '2']")
+    for _ in range(64):
+        assert e.match(b"<a x='1' y='2'><c/></a>") == {"q"}
+    scanned = e.stats()["native_filed_hits"]
+    assert e.match(b"<a x='1' y='2'><c/></a>") == {"q"}
+    assert e.stats()["native_filed_hits"] == scanned + 1  # q only: p is under b now
+    assert e.match(b"<a x='1'><b/></a>") == {"p"}
+    e.remove("p")
+    assert e.match(b"<a x='1'><b/></a>") == frozenset()
+    e.add("p", "/a[@x = '1']/b")
+    assert e.match(b"<a x='1'><b/></a>") == {"p"}
+
+
 def test_stats_count_the_work_per_message():
     e = Engine()
     e.add("a", "/a[@x = '1']")

@@ -105,6 +105,10 @@ typedef struct {
     IVec always;
     size_t capkeys;
     int32_t nself_keyed;
+    /* In how many messages each value was, and when to file the queries again
+     * under their values found least often (rekey). */
+    uint32_t *df;
+    uint64_t rekey_at;
     /* per message */
     Doc doc;
     uint32_t gen;
@@ -129,10 +133,10 @@ static int fit_keys(Matcher *m)
     size_t need = m->vocab.n, cap = m->capkeys;
     void **arrays[] = {(void **)&m->by_base, (void **)&m->by_self, (void **)&m->present,
                        (void **)&m->self_present, (void **)&m->tag_gen, (void **)&m->tag_start,
-                       (void **)&m->tag_count};
+                       (void **)&m->tag_count, (void **)&m->df};
     size_t sizes[] = {sizeof(IVec), sizeof(IVec), sizeof(uint32_t), sizeof(uint32_t),
-                      sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t)};
-    for (int k = 0; k < 7; k++) {
+                      sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t), sizeof(uint32_t)};
+    for (int k = 0; k < 8; k++) {
         size_t c = m->capkeys; /* each array grows from the common capacity */
         if (grow_array(arrays[k], &c, need, sizes[k]) < 0)
             return -1;
@@ -737,6 +741,54 @@ static void index_message(Matcher *m)
     }
 }
 
+static int df_less(const Matcher *m, int32_t a, int32_t b)
+{
+    return m->df[a] < m->df[b];
+}
+
+/* File every query in the base lists again under the value of its need seen in the
+ * fewest messages so far, its need sorted the same way (the value most likely
+ * missing is tested first). The keys the compiler chose (yfilter.keyed.choose_key)
+ * only know the profiles; after a few messages the messages themselves tell which
+ * values are rare. Runs after 64 messages, then 16 times as many each time. */
+static int rekey(Matcher *m)
+{
+    m->rekey_at *= 16;
+    IVec *lists = calloc(m->capkeys, sizeof *lists);
+    if (!lists)
+        return -1;
+    for (size_t v = 0; v < m->vocab.n; v++) {
+        int32_t *a = m->by_base[v].a;
+        for (int32_t k = 0; k < m->by_base[v].n; k += 4 + a[k + 2] + a[k + 3]) {
+            if (a[k] < 0)
+                continue;
+            int32_t *need = a + k + 4, nb = a[k + 2];
+            for (int32_t i = 1; i < nb; i++) /* insertion sort: needs are short */
+                for (int32_t j = i; j > 0 && df_less(m, need[j], need[j - 1]); j--) {
+                    int32_t t = need[j];
+                    need[j] = need[j - 1];
+                    need[j - 1] = t;
+                }
+            IVec *to = &lists[need[0]];
+            int32_t words = 4 + nb + a[k + 3];
+            if (ivec_reserve(to, to->n + words) < 0) {
+                for (size_t u = 0; u < m->vocab.n; u++)
+                    free(lists[u].a);
+                free(lists);
+                return -1;
+            }
+            memcpy(to->a + to->n, a + k, (size_t)words * sizeof *a);
+            to->n += words;
+            m->queries[m->blocks.a[a[k]]].key = need[0];
+        }
+    }
+    for (size_t v = 0; v < m->capkeys; v++)
+        free(m->by_base[v].a);
+    free(m->by_base);
+    m->by_base = lists;
+    return 0;
+}
+
 static PyObject *Matcher_match(Matcher *m, PyObject *root)
 {
     if (!PyObject_TypeCheck(root, m->element_type)) {
@@ -756,8 +808,11 @@ static PyObject *Matcher_match(Matcher *m, PyObject *root)
     if (r == DOC_NOMEM)
         return PyErr_NoMemory();
     index_message(m);
-    m->messages++;
     int32_t npresent = m->present_ids.n;
+    for (int32_t k = 0; k < npresent; k++)
+        m->df[m->present_ids.a[k]]++;
+    if (++m->messages == m->rekey_at && rekey(m) < 0)
+        return PyErr_NoMemory();
     for (int32_t k = 0; k < npresent; k++)
         take_candidates(m, &m->by_base[m->present_ids.a[k]]);
     if (m->nself_keyed) {
@@ -1140,6 +1195,7 @@ static int Matcher_init(Matcher *m, PyObject *args, PyObject *kw)
     }
     Py_INCREF(etype);
     m->element_type = (PyTypeObject *)etype;
+    m->rekey_at = 64;
     return 0;
 }
 
@@ -1153,6 +1209,7 @@ static void Matcher_dealloc(Matcher *m)
     }
     free(m->by_base);
     free(m->by_self);
+    free(m->df);
     free(m->always.a);
     free(m->present);
     free(m->self_present);
