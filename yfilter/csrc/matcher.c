@@ -571,15 +571,21 @@ static int block_matches(Matcher *m, const int32_t *b)
         st[i] = w;
         w += 2 + guard_size(w + 2);
     }
+    /* Anchored at the last step that names a tag: from each element with that tag,
+     * the steps up to it on the element's ancestors, the steps after it (all '*')
+     * on its descendants. */
+    int32_t at = n - 1;
+    while (at > 0 && st[at][1] < 0)
+        at--;
     int found = 0;
-    int32_t test = st[n - 1][1];
+    int32_t test = st[at][1];
     if (test < 0) {
         for (int32_t e = 0; e < (int32_t)m->doc.nel && !found; e++)
             found = binds(m, st, n - 1, e);
     } else if (m->tag_gen[test] == m->gen) {
         const int32_t *a = m->tagged.a + m->tag_start[test];
         for (int32_t k = 0; k < m->tag_count[test] && !found; k++)
-            found = binds(m, st, n - 1, a[k]);
+            found = binds(m, st, at, a[k]) && (at == n - 1 || exists_in(m, st[at + 1], n - 1 - at, a[k]));
     }
     if (st != stack)
         free(st);
