@@ -659,7 +659,6 @@ static PyObject *report(Matcher *m)
         if (!block_matches(m, b))
             continue;
         PyObject *ids = block_ids(b);
-        __builtin_prefetch(ids);
         if (n == m->capidv) {
             size_t cap = n ? 2 * n : 256;
             PyObject **idv = realloc(m->idv, cap * sizeof *idv);
@@ -675,6 +674,8 @@ static PyObject *report(Matcher *m)
     if (!out)
         return NULL;
     for (size_t k = 0; k < n; k++) {
+        if (k + AHEAD < n)
+            __builtin_prefetch(m->idv[k + AHEAD]);
         PyObject *ids = m->idv[k];
         int bad = 0;
         if (PyTuple_CheckExact(ids))

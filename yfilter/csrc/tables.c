@@ -2,6 +2,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define BIG_TABLE (2 * HUGE_PAGE)
 
 uint64_t hash_bytes(const char *s, size_t n)
 {
@@ -190,7 +194,23 @@ int ivec_reserve(IVec *v, int32_t need)
     int32_t cap = v->cap ? v->cap : 4;
     while (cap < need)
         cap *= 2;
-    int32_t *a = realloc(v->a, (size_t)cap * sizeof *a);
+    size_t bytes = (size_t)cap * sizeof *v->a;
+    int32_t *a;
+    if (bytes < BIG_TABLE) {
+        a = realloc(v->a, bytes);
+    } else {
+        /* A large table is read at random (the matcher's blocks): on huge pages, if
+         * the kernel grants them, a read misses the TLB far less often. Asked for
+         * before the pages are first touched, so the copy below faults them in. */
+        void *p = NULL;
+        if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+            return -1;
+        madvise(p, bytes, MADV_HUGEPAGE);
+        a = p;
+        if (v->n)
+            memcpy(a, v->a, (size_t)v->n * sizeof *a);
+        free(v->a);
+    }
     if (!a)
         return -1;
     v->a = a;
