@@ -748,6 +748,45 @@ static void index_message(Matcher *m)
     }
 }
 
+/* Records by their need after the key (the value next most likely missing first):
+ * records that need the same values follow one another, so as a message's list is
+ * scanned the need test's branches mostly go the way they went for the last one. */
+static int record_cmp(const void *x, const void *y, void *list)
+{
+    const int32_t *a = (const int32_t *)list + *(const int32_t *)x;
+    const int32_t *b = (const int32_t *)list + *(const int32_t *)y;
+    int32_t na = a[2] + a[3], nb = b[2] + b[3];
+    for (int32_t j = 1; j < na && j < nb; j++)
+        if (a[4 + j] != b[4 + j])
+            return a[4 + j] < b[4 + j] ? -1 : 1;
+    return (na > nb) - (na < nb);
+}
+
+static int sort_records(IVec *list)
+{
+    IVec at = {0}, out = {0};
+    for (int32_t k = 0; k < list->n; k += 4 + list->a[k + 2] + list->a[k + 3])
+        if (ivec_push(&at, k) < 0)
+            goto oom;
+    qsort_r(at.a, (size_t)at.n, sizeof *at.a, record_cmp, list->a);
+    if (ivec_reserve(&out, list->n) < 0)
+        goto oom;
+    for (int32_t r = 0; r < at.n; r++) {
+        const int32_t *rec = list->a + at.a[r];
+        int32_t words = 4 + rec[2] + rec[3];
+        memcpy(out.a + out.n, rec, (size_t)words * sizeof *rec);
+        out.n += words;
+    }
+    free(at.a);
+    free(list->a);
+    *list = out;
+    return 0;
+oom:
+    free(at.a);
+    free(out.a);
+    return -1;
+}
+
 static int df_less(const Matcher *m, int32_t a, int32_t b)
 {
     return m->df[a] < m->df[b];
@@ -789,8 +828,16 @@ static int rekey(Matcher *m)
             m->queries[m->blocks.a[a[k]]].key = need[0];
         }
     }
-    for (size_t v = 0; v < m->capkeys; v++)
+    for (size_t v = 0; v < m->capkeys; v++) {
         free(m->by_base[v].a);
+        if (sort_records(&lists[v]) < 0) {
+            for (size_t u = v + 1; u < m->capkeys; u++)
+                free(m->by_base[u].a);
+            free(m->by_base);
+            m->by_base = lists;
+            return -1;
+        }
+    }
     free(m->by_base);
     m->by_base = lists;
     return 0;
