@@ -536,17 +536,26 @@ static void set_block_ids(Matcher *m, const Query *q)
     memcpy(m->blocks.a + q->block + 2, &ids, sizeof ids);
 }
 
+/* Do the name test and guard of step s (axis, test, guard) hold on e? */
+static inline int step_holds(Matcher *m, const int32_t *s, int32_t e)
+{
+    return (s[1] < 0 || m->doc.el[e].tag == s[1]) && (s[2] == G_NONE || guard_ok(m, s + 2, e));
+}
+
 /* Does step i of the steps at st[] bind e, and the steps before it e's ancestors, as
- * their axes say? */
+ * their axes say? A first step on the child axis (it binds the root only) is taken
+ * as checked on the root (block_matches checks it first). */
 static int binds(Matcher *m, const int32_t *const *st, int32_t i, int32_t e)
 {
     const int32_t *s = st[i]; /* axis, test, guard */
-    const Elem *el = m->doc.el;
-    if ((s[1] >= 0 && el[e].tag != s[1]) || !guard_ok(m, s + 2, e))
+    if (i == 0 && s[0] == AXIS_CHILD)
+        return e == 0;
+    if (!step_holds(m, s, e))
         return 0;
-    int32_t p = el[e].parent;
     if (i == 0)
-        return s[0] == AXIS_DESC || p < 0;
+        return 1; /* from the document, on the descendant axis */
+    const Elem *el = m->doc.el;
+    int32_t p = el[e].parent;
     if (s[0] == AXIS_CHILD)
         return p >= 0 && binds(m, st, i - 1, p);
     for (; p >= 0; p = el[p].parent)
@@ -574,10 +583,12 @@ static int block_matches(Matcher *m, const int32_t *b)
     /* Anchored at the last step that names a tag: from each element with that tag,
      * the steps up to it on the element's ancestors, the steps after it (all '*')
      * on its descendants. */
+    int found = 0;
+    if (st[0][0] == AXIS_CHILD && !step_holds(m, st[0], 0))
+        goto done;
     int32_t at = n - 1;
     while (at > 0 && st[at][1] < 0)
         at--;
-    int found = 0;
     int32_t test = st[at][1];
     if (test < 0) {
         for (int32_t e = 0; e < (int32_t)m->doc.nel && !found; e++)
@@ -587,6 +598,7 @@ static int block_matches(Matcher *m, const int32_t *b)
         for (int32_t k = 0; k < m->tag_count[test] && !found; k++)
             found = binds(m, st, at, a[k]) && (at == n - 1 || exists_in(m, st[at + 1], n - 1 - at, a[k]));
     }
+done:
     if (st != stack)
         free(st);
     return found;
