@@ -117,6 +117,16 @@ def test_queries_filed_again_by_what_messages_hold():
     assert e.match(b"<a x='1'><b/></a>") == {"p"}
 
 
+def test_a_child_step_needs_its_parent_child_pair():
+    # a, b and x=1 are all in the message, but no <b> is a child of an <a>: the
+    # need test already rules the profile out, its path is never checked.
+    e = Engine()
+    e.add("p", "/a/b[@x = '1']")
+    assert e.match(b"<a><c><b x='1'/></c></a>") == frozenset()
+    assert e.stats()["native_need_met"] == 0
+    assert e.match(b"<a><b x='1'/></a>") == {"p"}
+
+
 def test_stats_count_the_work_per_message():
     e = Engine()
     e.add("a", "/a[@x = '1']")

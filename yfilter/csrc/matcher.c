@@ -109,6 +109,7 @@ typedef struct {
      * under their values found least often (rekey). */
     uint32_t *df;
     uint64_t rekey_at;
+    int has_edges; /* some query needs a (parent, child) tag pair (edge_value) */
     /* per message */
     Doc doc;
     uint32_t gen;
@@ -718,6 +719,23 @@ static void start_message(Matcher *m)
     memo_reset(&m->m_pos);
 }
 
+/* The value that stands for "an element named child has a parent named parent"
+ * (tag ids): a string no message holds (XML has no U+0001), interned when add is
+ * set (-1 on OOM), else looked up (-1: no profile needs it). */
+static int32_t edge_value(Matcher *m, int32_t parent, int32_t child, int add)
+{
+    char key[1 + 2 * sizeof(int32_t)] = {1};
+    memcpy(key + 1, &parent, sizeof parent);
+    memcpy(key + 1 + sizeof parent, &child, sizeof child);
+    if (!add)
+        return vocab_find(&m->vocab, key, sizeof key);
+    int32_t id = vocab_intern(&m->vocab, key, sizeof key);
+    if (id < 0 || fit_keys(m) < 0)
+        return -1;
+    m->has_edges = 1;
+    return id;
+}
+
 /* Mark the values the message holds and list its elements by tag (for sel_start). */
 static void index_message(Matcher *m)
 {
@@ -737,6 +755,8 @@ static void index_message(Matcher *m)
             }
             m->tag_count[t]++;
         }
+        if (m->has_edges && t >= 0 && el->parent >= 0 && d->el[el->parent].tag >= 0)
+            mark(m, m->present, &m->present_ids, edge_value(m, d->el[el->parent].tag, t, 0));
         for (int32_t k = 0; k < el->nattr; k++)
             mark(m, m->present, &m->present_ids, d->at[el->attr0 + k].atom);
         for (int32_t k = 0; k < el->ntext; k++)
@@ -1150,6 +1170,12 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     }
     if (check_steps(m, &w) < 0)
         goto fail;
+    for (int32_t k = 3; k < w.n; k += 3) /* the (parent, child) tag pairs it needs too */
+        if (w.a[k] == AXIS_CHILD && w.a[k + 1] >= 0 && w.a[k - 2] >= 0) {
+            int32_t edge = edge_value(m, w.a[k - 2], w.a[k + 1], 1);
+            if (edge < 0 || ivec_push(&nb, edge) < 0)
+                goto oom;
+        }
     if (grow_array((void **)&m->queries, &m->capqueries, m->nqueries + 1, sizeof *m->queries) < 0)
         goto oom;
     int32_t block = m->blocks.n;
