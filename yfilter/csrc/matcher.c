@@ -4,9 +4,13 @@
  * below; this file only evaluates them. Per message: read the lxml tree into flat
  * tables (doc.c), mark the values it holds, take the profiles filed under a value the
  * message holds whose whole need it holds too (the same necessary test as
- * yfilter.keyed), and check each such candidate's path and predicates on the
- * document, bottom up: from each element its last step could select, the steps
- * before on the element's ancestors (block_matches). Everything a candidate's check
+ * yfilter.keyed, plus the (parent, child) tag pairs of its child steps), and check
+ * each such candidate's path and predicates on the document: from each element with
+ * the tag of its last named step, the steps before on the element's ancestors, the
+ * '*' steps after on its descendants (block_matches). Profiles are filed under the
+ * value the compiler thought rarest, and after 64 messages (then 16 times as many
+ * each time) again under the value the messages held least often (rekey).
+ * Everything a candidate's check
  * reads is in one run of words, its block, loaded a few candidates ahead, so that
  * at 100k profiles the check costs about one cache miss; besides the block it only
  * reads the message's own small tables. Nested paths (and guards that read
