@@ -181,7 +181,6 @@ static int32_t pred_size(const int32_t *c)
     }
 }
 
-
 static int rel_op(int32_t op, double a, double b)
 {
     switch (op) {
@@ -487,6 +486,7 @@ static int guard_check(Matcher *m, int32_t g, int32_t e)
     return r;
 }
 
+/* Does the guard at g (block words) hold on e? */
 static int guard_ok(Matcher *m, const int32_t *g, int32_t e)
 {
     if (g[0] == G_NONE)
