@@ -223,7 +223,7 @@ static const DAttr *find_attr(const Doc *d, int32_t e, int32_t name)
     return NULL;
 }
 
-static int name_ok(const Doc *d, int32_t e, int32_t test)
+static inline int name_ok(const Doc *d, int32_t e, int32_t test)
 {
     return test < 0 || d->el[e].tag == test;
 }
@@ -286,7 +286,7 @@ static inline int32_t sel_next(const Matcher *m, Sel *s)
     while (s->j < s->end) {
         int32_t j = s->j;
         s->j = s->child ? el[j].end : j + 1;
-        if (s->test < 0 || el[j].tag == s->test)
+        if (name_ok(&m->doc, j, s->test))
             return j;
     }
     return -1;
@@ -544,7 +544,7 @@ static void set_block_ids(Matcher *m, const Query *q)
 /* Do the name test and guard of step s (axis, test, guard) hold on e? */
 static inline int step_holds(Matcher *m, const int32_t *s, int32_t e)
 {
-    return (s[1] < 0 || m->doc.el[e].tag == s[1]) && (s[2] == G_NONE || guard_ok(m, s + 2, e));
+    return name_ok(&m->doc, e, s[1]) && (s[2] == G_NONE || guard_ok(m, s + 2, e));
 }
 
 /* Does step i of the steps at st[] bind e, and the steps before it e's ancestors, as
