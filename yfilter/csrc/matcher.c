@@ -9,7 +9,8 @@
  * the tag of its last named step, the steps before on the element's ancestors, the
  * '*' steps after on its descendants (block_matches). Profiles are filed under the
  * value the compiler thought rarest, and after 64 messages (then 16 times as many
- * each time) again under the value the messages held least often (rekey).
+ * each time) again under the value the messages held least often (rekey), and the
+ * id strings to report are copied then into one stretch of memory (copy_ids).
  * Everything a candidate's check
  * reads is in one run of words, its block, loaded a few candidates ahead, so that
  * at 100k profiles the check costs about one cache miss; besides the block it only
@@ -541,6 +542,36 @@ static void set_block_ids(Matcher *m, const Query *q)
     memcpy(m->blocks.a + q->block + 2, &ids, sizeof ids);
 }
 
+/* Replace every query's ids with equal strings made one after another. Reporting
+ * touches each matching id string (its hash, its reference count); the ones the
+ * profiles were added with lie all over the heap, one page and cache miss each,
+ * while the copies sit together (100k of them in a few MB). */
+static int copy_ids(Matcher *m)
+{
+    for (int32_t k = 0; k < m->nqueries; k++) {
+        Query *q = &m->queries[k];
+        if (!q->ids)
+            continue;
+        Py_ssize_t n = PyTuple_GET_SIZE(q->ids);
+        PyObject *copy = PyTuple_New(n);
+        if (!copy)
+            return -1;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *u = PyTuple_GET_ITEM(q->ids, j);
+            PyObject *c = PyUnicode_FromKindAndData(PyUnicode_KIND(u), PyUnicode_DATA(u),
+                                                    PyUnicode_GET_LENGTH(u));
+            if (!c) {
+                Py_DECREF(copy);
+                return -1;
+            }
+            PyTuple_SET_ITEM(copy, j, c);
+        }
+        Py_SETREF(q->ids, copy);
+        set_block_ids(m, q);
+    }
+    return 0;
+}
+
 /* Do the name test and guard of step s (axis, test, guard) hold on e? */
 static inline int step_holds(Matcher *m, const int32_t *s, int32_t e)
 {
@@ -633,6 +664,7 @@ static void take_candidates(Matcher *m, const IVec *list)
 {
     const int32_t *a = list->a;
     for (int32_t k = 0; k < list->n;) {
+        __builtin_prefetch(a + k + 64); /* lists are short: the hardware is slow to start */
         int32_t block = a[k], len = a[k + 1], nb = a[k + 2], ns = a[k + 3];
         const int32_t *need = a + k + 4;
         k += 4 + nb + ns;
@@ -901,10 +933,16 @@ static PyObject *Matcher_match(Matcher *m, PyObject *root)
     int32_t npresent = m->present_ids.n;
     for (int32_t k = 0; k < npresent; k++)
         m->df[m->present_ids.a[k]]++;
-    if (++m->messages == m->rekey_at && rekey(m) < 0)
+    if (++m->messages == m->rekey_at && (rekey(m) < 0 || copy_ids(m) < 0))
         return PyErr_NoMemory();
-    for (int32_t k = 0; k < npresent; k++)
+    for (int32_t k = 0; k < npresent; k++) {
+        if (k + 2 < npresent) { /* the list after next: its first lines */
+            const IVec *next = &m->by_base[m->present_ids.a[k + 2]];
+            for (int32_t at = 0; at < next->n && at < 64; at += 16)
+                __builtin_prefetch(next->a + at);
+        }
         take_candidates(m, &m->by_base[m->present_ids.a[k]]);
+    }
     if (m->nself_keyed) {
         if (!m->selves_done)
             collect_selves(m);
