@@ -658,13 +658,21 @@ static void collect_selves(Matcher *m)
     }
 }
 
+/* Start loading the cache lines of n words at a. */
+static inline void prefetch_words(const int32_t *a, int32_t n)
+{
+    for (int32_t at = 0; at < n; at += 64 / (int32_t)sizeof *a)
+        __builtin_prefetch(a + at);
+}
+
 /* Add to m->cands the blocks (offset, length) of the queries of a posting list whose
  * whole need the message meets. */
 static void take_candidates(Matcher *m, const IVec *list)
 {
     const int32_t *a = list->a;
     for (int32_t k = 0; k < list->n;) {
-        __builtin_prefetch(a + k + 64); /* lists are short: the hardware is slow to start */
+        if (k + 64 < list->n) /* lists are short: the hardware is slow to start */
+            __builtin_prefetch(a + k + 64);
         int32_t block = a[k], len = a[k + 1], nb = a[k + 2], ns = a[k + 3];
         const int32_t *need = a + k + 4;
         k += 4 + nb + ns;
@@ -699,11 +707,8 @@ static PyObject *report(Matcher *m)
     size_t n = 0;
     const int32_t *c = m->cands.a;
     for (int32_t k = 0; k < m->cands.n; k += 2) {
-        if (k + 2 * AHEAD < m->cands.n) {
-            const char *next = (const char *)(m->blocks.a + c[k + 2 * AHEAD]);
-            for (int32_t at = 0; at < c[k + 2 * AHEAD + 1] * 4; at += 64)
-                __builtin_prefetch(next + at);
-        }
+        if (k + 2 * AHEAD < m->cands.n)
+            prefetch_words(m->blocks.a + c[k + 2 * AHEAD], c[k + 2 * AHEAD + 1]);
         const int32_t *b = m->blocks.a + c[k];
         if (!block_matches(m, b))
             continue;
@@ -938,8 +943,7 @@ static PyObject *Matcher_match(Matcher *m, PyObject *root)
     for (int32_t k = 0; k < npresent; k++) {
         if (k + 2 < npresent) { /* the list after next: its first lines */
             const IVec *next = &m->by_base[m->present_ids.a[k + 2]];
-            for (int32_t at = 0; at < next->n && at < 64; at += 16)
-                __builtin_prefetch(next->a + at);
+            prefetch_words(next->a, next->n < 64 ? next->n : 64);
         }
         take_candidates(m, &m->by_base[m->present_ids.a[k]]);
     }
