@@ -78,6 +78,18 @@ def check_port_free(port: int) -> None:
             raise
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id: a UUID in URL-safe base64, never starting with '-'.
+
+    Kafka's own ids avoid a leading '-' because the storage tool's argument parser would
+    read such an id as an option and refuse to format (1 random id in 64 would).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec: ask the kernel to SIGKILL it when the
     # parent goes away, so no JVM outlives a crashed test run.
@@ -190,9 +202,8 @@ class KafkaDevCluster:
         props = self.dir / "server.properties"
         props.write_text(self._properties())
         (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         fmt = subprocess.run(
-            self._java(java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)),
+            self._java(java, "kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(props)),
             capture_output=True,
             text=True,
         )

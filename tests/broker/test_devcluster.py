@@ -1,11 +1,14 @@
 """The local Kafka launcher on the real broker: start, errors a user can act on, clean stop."""
 
+import base64
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -102,3 +105,34 @@ def test_stop_ends_the_jvm(tmp_path):
     cluster.stop()
     assert not cluster.running
     assert not _alive(pid)
+
+
+def _dash_first_uuids(monkeypatch) -> list[uuid.UUID]:
+    """Make devcluster draw a UUID whose base64 starts with '-' first, then random ones."""
+    dashed = uuid.UUID(bytes=b"\xf8" + bytes(15))
+    assert base64.urlsafe_b64encode(dashed.bytes).startswith(b"-")
+    drawn = [dashed]
+    real_uuid4 = uuid.uuid4
+    monkeypatch.setattr(devcluster.uuid, "uuid4", lambda: drawn.pop(0) if drawn else real_uuid4())
+    return drawn
+
+
+def test_cluster_id_never_starts_with_a_dash(monkeypatch):
+    drawn = _dash_first_uuids(monkeypatch)
+    cluster_id = devcluster.new_cluster_id()
+    assert not drawn, "the dashed UUID was not drawn"
+    assert not cluster_id.startswith("-")
+    assert len(cluster_id) == 22
+
+
+@pytest.mark.kafka
+def test_storage_formats_when_the_first_random_id_starts_with_a_dash(monkeypatch, tmp_path):
+    """The storage tool reads '-t -AbC...' as two options; one start in 64 used to fail on it."""
+    _dash_first_uuids(monkeypatch)
+    cluster = KafkaDevCluster(name="dash", run_dir=tmp_path).start()
+    try:
+        meta = next(tmp_path.rglob("meta.properties")).read_text()
+        cluster_id = re.search(r"^cluster\.id=(.+)$", meta, re.M).group(1)
+        assert not cluster_id.startswith("-")
+    finally:
+        cluster.stop()
