@@ -12,13 +12,16 @@
 Not thread-safe: a broker serialises ``add``/``remove`` with ``match`` (they may
 interleave freely between messages; a change is visible from the next message on).
 
-Two runtimes share the work of :meth:`Engine.match` on XML text: the lazy DFA over
-the profiles' shapes reports the profiles without predicates, and the C matcher
-(:mod:`yfilter.native`) the ones with predicates. Everything else (decoded
-:class:`formats.Message` input, sessions for transformations and plans, and the rare
-message the C reader does not model) runs the Python runtime over all profiles
-(:mod:`yfilter.runtime`), which gives the same answers: the differential tests run
-both against lxml. ``Engine(native=False)`` uses the Python runtime throughout.
+Two runtimes share the work of :meth:`Engine.match`: the lazy DFA over the
+profiles' shapes reports the profiles without predicates, and the C matcher
+(:mod:`yfilter.native`) the ones with predicates. The C matcher reads lxml trees: XML
+text is parsed into one, and a decoded :class:`formats.Message` (what a broker holds)
+is rebuilt as one once the engine has :data:`TREE_FROM` profiles with predicates.
+Everything else (smaller engines on a Message, sessions for transformations and
+plans, and the rare message the C reader does not model) runs the Python runtime
+over all profiles (:mod:`yfilter.runtime`), which gives the same answers: the
+differential tests run both against lxml. ``Engine(native=False)`` uses the Python
+runtime throughout.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from formats.errors import FormatError
 from formats.message import Message
 from yfilter import ast
 from yfilter.compiler import Registry, compile_path, path_key
@@ -41,6 +45,11 @@ from yfilter.runtime import Run, walk
 from yfilter.transform import Transform
 
 MessageLike = bytes | bytearray | memoryview | str | Message
+
+TREE_FROM = 64
+"""From how many profiles with predicates a decoded :class:`formats.Message` is
+rebuilt as an lxml tree for the C matcher (about 65 us for a 60-element message);
+below, the Python runtime on the message's table costs less."""
 
 
 @dataclass(eq=False)
@@ -224,6 +233,8 @@ class Engine:
         if session is not None:
             return Matches(*walk(self._dfa, session.run), self._dfa)
         doc = _document(message)
+        if self._native is not None and isinstance(doc, TableDoc) and len(self._native) >= TREE_FROM:
+            doc = _tree(doc.msg) or doc
         if self._native is not None and isinstance(doc, TreeDoc):
             found = self._native.match(doc.root) if len(self._native) else frozenset()
             if found is not None:
@@ -242,8 +253,6 @@ class Engine:
         """Results per matching profile id: for a filter, the message itself (as XML
         text); for a transformation profile, one document per binding of its for
         variable that satisfies where, in document order."""
-        if session is None and self._transforms:
-            session = self.start(message)
         matched = self.match(message, session)
         if not matched:
             return {}
@@ -252,6 +261,8 @@ class Engine:
         for pid in matched:
             t = self._transforms.get(pid)
             if t is not None:
+                if session is None:  # only once a transformation matched: navigation needs one
+                    session = self.start(message)
                 out[pid] = t.results(session)
                 continue
             if xml is None:
@@ -289,6 +300,16 @@ def _xml(message: MessageLike) -> bytes:
     if isinstance(message, str):
         return message.encode("utf-8")
     return bytes(message)
+
+
+def _tree(message: Message) -> TreeDoc | None:
+    """The message as an lxml tree, for the C matcher (which reads only those):
+    rebuilding one costs far less than the Python runtime's checks of the profiles
+    with predicates. None if the table holds what XML cannot (a corrupted decode)."""
+    try:
+        return TreeDoc(message.to_element())
+    except FormatError:
+        return None
 
 
 def _document(message: MessageLike) -> TableDoc | TreeDoc:

@@ -5,10 +5,12 @@ are checked against lxml by every differential test (tests/yfilter/oracle.py).""
 import pytest
 from lxml import etree
 
+from formats import Message
 from tests.yfilter.oracle import disagreements, lxml_matches
 from yfilter import Engine
 from yfilter.compiler import Registry, compile_path
 from yfilter.document import parse_xml
+from yfilter.engine import TREE_FROM
 from yfilter.native import NativeIndex
 from yfilter.nfa import Rarity
 from yfilter.parser import parse
@@ -160,3 +162,48 @@ def test_stats_count_the_work_per_message():
 def test_match_wants_an_lxml_element():
     with pytest.raises(TypeError, match="lxml element"):
         _index("/a[@x = '1']").match("<a/>")
+
+
+def _predicate_engine(n: int) -> Engine:
+    e = Engine()
+    for i in range(n):
+        e.add(f"p{i}", f"/nitf[@v = '{i}']/head")
+    e.add("plain", "/nitf/head")
+    return e
+
+
+def test_a_decoded_message_goes_to_the_c_matcher_from_tree_from_profiles():
+    """What a broker holds is a formats.Message: with enough profiles with predicates
+    it is rebuilt as a tree for the C matcher, with the same answers as the bytes."""
+    xml = b"<nitf v='3'><head/></nitf>"
+    big = _predicate_engine(TREE_FROM)
+    before = big.stats()["native_messages"]
+    assert big.match(Message.from_xml(xml)) == big.match(xml) == {"p3", "plain"}
+    assert big.stats()["native_messages"] == before + 2  # the Message and the bytes
+
+    small = _predicate_engine(TREE_FROM - 1)
+    before = small.stats()["native_messages"]
+    assert small.match(Message.from_xml(xml)) == {"p3", "plain"}
+    assert small.stats()["native_messages"] == before  # the Python runtime costs less here
+
+
+def test_a_message_xml_cannot_hold_is_matched_by_the_python_runtime():
+    """A table from a corrupted decode (a control character in a text) cannot become a
+    tree; the engine still answers, on the table."""
+    e = _predicate_engine(TREE_FROM)
+    e.add("t", "/nitf/head[text() = 'a\x01b']")
+    msg = Message.from_xml(b"<nitf v='5'><head>x</head></nitf>")
+    msg.texts[1] = "a\x01b"
+    before = e.stats()["native_messages"]
+    assert e.match(msg) == {"p5", "plain", "t"}
+    assert e.stats()["native_messages"] == before
+
+
+def test_run_on_a_message_matches_in_c_and_navigates_only_for_transformations():
+    xml = b'<nitf v="7"><head><title>T</title></head></nitf>'
+    e = _predicate_engine(TREE_FROM)
+    e.add("t", "for $h in $msg/nitf[@v = '7']/head return <r>{$h/title}</r>")
+    expected = {"p7": [xml], "plain": [xml], "t": [b"<r><title>T</title></r>"]}
+    before = e.stats()["native_messages"]
+    assert e.run(Message.from_xml(xml)) == e.run(xml) == expected
+    assert e.stats()["native_messages"] == before + 2
