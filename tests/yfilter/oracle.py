@@ -9,6 +9,7 @@ from lxml import etree
 from formats import Message
 from yfilter import Engine
 from yfilter import engine as engine_module
+from yfilter.cheaper import Cheaper
 
 
 def strip_msg(profile: str) -> str:
@@ -32,10 +33,10 @@ def disagreements(engine: Engine, profiles: dict[str, str], xml: bytes,
     matcher on the Message) for every profile where the engine differs from lxml.
 
     The bytes go through the C matcher (yfilter.native) and, in a session, through the
-    Python runtime. The decoded Message goes the way a broker's does (the C matcher on
-    the Message rebuilt as a tree from TREE_FROM profiles with predicates on, else the
-    Python runtime), in a session through the Python runtime on its table, and through
-    the C matcher whatever the engine's size. Its oracle is lxml on the Message's own
+    Python runtime. The decoded Message goes the way a broker's does (from TREE_FROM
+    profiles with predicates on, the C matcher on the Message rebuilt as a tree when
+    that has cost less, else the Python runtime), in a session through the Python
+    runtime on its table, and through the C matcher whatever the engine's size. Its oracle is lxml on the Message's own
     XML: a Message keeps no comments, so text split by one is merged there."""
     expected = lxml_matches(profiles, xml, namespaces)
     got_bytes = engine.match(xml)
@@ -44,7 +45,8 @@ def disagreements(engine: Engine, profiles: dict[str, str], xml: bytes,
     expected_msg = lxml_matches(profiles, msg.to_xml(), namespaces)
     got_msg = engine.match(msg)
     got_msg_python = engine.match(msg, engine.start(msg))
-    with patch.object(engine_module, "TREE_FROM", 0):
+    with patch.object(engine_module, "TREE_FROM", 0), \
+            patch.object(Cheaper, "choose", lambda self: engine_module.ON_TREE):
         got_msg_tree = engine.match(msg)
     out = []
     for pid in sorted((expected ^ got_bytes) | (expected ^ got_python) | (expected_msg ^ got_msg)

@@ -8,6 +8,7 @@ from lxml import etree
 from formats import Message
 from tests.yfilter.oracle import disagreements, lxml_matches
 from yfilter import Engine
+from yfilter.cheaper import Cheaper
 from yfilter.compiler import Registry, compile_path
 from yfilter.document import parse_xml
 from yfilter.engine import TREE_FROM
@@ -185,6 +186,20 @@ def test_a_decoded_message_goes_to_the_c_matcher_from_tree_from_profiles():
     before = small.stats()["native_messages"]
     assert small.match(Message.from_xml(xml)) == {"p3", "plain"}
     assert small.stats()["native_messages"] == before  # the Python runtime costs less here
+
+
+def test_a_decoded_message_takes_both_ways_while_the_engine_measures_them():
+    """From TREE_FROM profiles with predicates on, Messages go to the C matcher or the
+    Python runtime by measured cost: both are tried while warming up, whatever the
+    timings, and give the same answers."""
+    xml = b"<nitf v='3'><head/></nitf>"
+    e = _predicate_engine(TREE_FROM)
+    msg = Message.from_xml(xml)
+    warm, n = Cheaper().warm, 20
+    before = e.stats()["native_messages"]
+    assert all(e.match(msg) == {"p3", "plain"} for _ in range(n))
+    on_tree = e.stats()["native_messages"] - before
+    assert warm <= on_tree <= n - warm
 
 
 def test_a_message_xml_cannot_hold_is_matched_by_the_python_runtime():
