@@ -19,7 +19,9 @@ parser (start/end events). Times are CPU time of the measuring process (the
 machine is shared; see ``_per_message``). The "x floor" column divides the engine's
 time by parse + walk timed in the same child, its passes taking turns with the
 engine's over the same messages (``_paired``): the machine's slow spells, which can
-double every time for minutes, then fall on both sides. The DFA caches are warmed by a pass over other messages
+double every time for minutes, then fall on both sides. "x event" does the same
+against lxml's event parser (the issue's "parse+event-walk" read literally); the
+gate the project holds itself to is the stricter "x floor". The DFA caches are warmed by a pass over other messages
 of the same kind first, as in a broker that has been running; every timed pass
 then sees messages the engine has never seen (so no cache holds their answers).
 Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot. With
@@ -91,14 +93,14 @@ def _batches(n_docs: int, passes: int, seed: int) -> list[list[bytes]]:
     return [docs[i * n_docs:(i + 1) * n_docs] for i in range(passes)]
 
 
-def _paired(fn, peer, batches: list[list]) -> tuple[float, float]:
-    """``_per_message`` of ``fn`` and of ``peer``, their passes taking turns over the
-    same batches, so that a slow spell of the shared machine falls on both."""
-    best_fn = best_peer = float("inf")
+def _paired(fn, peers: list, batches: list[list]) -> list[float]:
+    """``_per_message`` of ``fn`` and of each of ``peers``, their passes taking turns
+    over the same batches, so that a slow spell of the shared machine falls on all."""
+    best = [float("inf")] * (1 + len(peers))
     for docs in batches:
-        best_fn = min(best_fn, _per_message(fn, [docs]))
-        best_peer = min(best_peer, _per_message(peer, [docs]))
-    return best_fn, best_peer
+        for i, f in enumerate([fn, *peers]):
+            best[i] = min(best[i], _per_message(f, [docs]))
+    return best
 
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
@@ -110,18 +112,20 @@ def _parse_walk(d: bytes) -> None:
         e.tag
 
 
+def _event_walk(d: bytes) -> None:
+    """The issue's parse + event walk: lxml's event parser, start and end events."""
+    for _ev, e in etree.iterparse(io.BytesIO(d), events=("start", "end"),
+                                  resolve_entities=False, no_network=True):
+        e.tag
+
+
 def floors(batches: list[list[bytes]]) -> dict[str, float]:
     def parse(d):
         etree.fromstring(d, _PARSER)
 
-    def event_walk(d):
-        for _ev, e in etree.iterparse(io.BytesIO(d), events=("start", "end"),
-                                      resolve_entities=False, no_network=True):
-            e.tag
-
     return {"parse_s": _per_message(parse, batches),
             "parse_walk_s": _per_message(_parse_walk, batches),
-            "event_walk_s": _per_message(event_walk, batches)}
+            "event_walk_s": _per_message(_event_walk, batches)}
 
 
 def profile(fn, docs: list, top: int = 15) -> list[dict]:
@@ -182,9 +186,12 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_wa
         "bytes_per_profile": mem / n, "rss_bytes": _rss(),
         "engine_message_s": _per_message(engine.match, msg_batches),
     }
-    # The floor again, in turns with the engine: the ratio the issue sets a bound on.
-    out["engine_bytes_s"], out["floor_s"] = _paired(engine.match, _parse_walk, batches)
+    # The floors again, in turns with the engine: the ratio the issue sets a bound on,
+    # against parse + walk (the stricter, the gate) and against the event parser.
+    out["engine_bytes_s"], out["floor_s"], out["event_floor_s"] = _paired(
+        engine.match, [_parse_walk, _event_walk], batches)
     out["x_floor"] = out["engine_bytes_s"] / out["floor_s"]
+    out["x_event_floor"] = out["engine_bytes_s"] / out["event_floor_s"]
     matched = [len(engine.match(d)) for d in docs]
     out["match_fraction"] = sum(matched) / len(docs) / n
     out["matched_per_message"] = sum(matched) / len(docs)
@@ -270,7 +277,7 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
 def table(results: list[dict], fl: dict) -> str:
     head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'B/prof':>7} {'match%':>7} "
             f"{'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} {'MB/s':>6} "
-            f"{'lxml us':>11} {'speedup':>8} {'x floor':>7}")
+            f"{'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x event':>7}")
     lines = [head, "-" * len(head)]
     for r in results:
         mbs = r["doc_bytes"] / 1e6 / r["engine_bytes_s"]
@@ -281,11 +288,12 @@ def table(results: list[dict], fl: dict) -> str:
             f"{r['engine_bytes_s'] * 1e6:>9,.0f} {r['matching_s'] * 1e6:>9,.0f} "
             f"{r['reporting_s'] * 1e6:>9,.0f} {r['engine_message_s'] * 1e6:>8,.0f} "
             f"{mbs:>6.2f} {lx:>11} {r['speedup_vs_lxml']:>7.0f}x "
-            f"{r['x_floor']:>6.1f}x")
+            f"{r['x_floor']:>6.1f}x {r['x_event_floor']:>6.1f}x")
     lines.append(f"floors per message: parse {fl['parse_s'] * 1e6:.0f} us, parse + walk "
                  f"{fl['parse_walk_s'] * 1e6:.0f} us, lxml event parser "
                  f"{fl['event_walk_s'] * 1e6:.0f} us, at the start  (* = lxml extrapolated "
-                 "linearly; x floor: against parse + walk timed in turns with the engine)")
+                 "linearly; x floor / x event: against parse + walk / the event parser, each "
+                 "timed in turns with the engine)")
     return "\n".join(lines)
 
 
@@ -304,7 +312,7 @@ def targets(results: list[dict], fl: dict) -> dict:
     if r:
         out["pred_100k_match_fraction"] = r["match_fraction"]
         out["pred_100k_x_floor"] = r["x_floor"]
-        out["pred_100k_x_event_floor"] = r["engine_bytes_s"] / fl["event_walk_s"]
+        out["pred_100k_x_event_floor"] = r["x_event_floor"]
         out["pred_100k_ok"] = r["match_fraction"] <= 0.01 and out["pred_100k_x_floor"] <= 5
     for wl in WORKLOADS:
         r = get(wl, 100_000)

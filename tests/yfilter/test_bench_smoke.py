@@ -16,6 +16,10 @@ def test_quick_run_with_profile_writes_results(tmp_path, capsys) -> None:
     results = json.loads(out.read_text())
     (r,) = results["results"]
     assert (r["workload"], r["profiles"], r["lxml_extrapolated"]) == ("pred", 200, True)
+    # Both floors were timed in turns with the engine, and each ratio is its quotient.
+    assert r["x_floor"] == r["engine_bytes_s"] / r["floor_s"]
+    assert r["x_event_floor"] == r["engine_bytes_s"] / r["event_floor_s"]
+    assert 0 < r["floor_s"] and 0 < r["event_floor_s"]
     rows = r["profile"]
     assert 0 < len(rows) <= 15
     assert all(0 <= row["own_share"] <= row["cumulative_share"] <= 1.0001 for row in rows)
