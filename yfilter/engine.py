@@ -14,28 +14,21 @@ interleave freely between messages; a change is visible from the next message on
 
 Two runtimes share the work of :meth:`Engine.match`: the lazy DFA over the
 profiles' shapes reports the profiles without predicates, and the C matcher
-(:mod:`yfilter.native`) the ones with predicates. The C matcher reads lxml trees: XML
-text is parsed into one, and a decoded :class:`formats.Message` (what a broker holds)
-is rebuilt as one once the engine has :data:`TREE_FROM` profiles with predicates and
-that has cost less than the Python runtime on the Message's table (measured as the
-engine runs). Everything else (smaller engines on a Message, Messages for which the
-rebuild costs more, sessions for transformations and plans, and the rare message the
-C reader does not model) runs the Python runtime
-over all profiles (:mod:`yfilter.runtime`), which gives the same answers: the
-differential tests run both against lxml. ``Engine(native=False)`` uses the Python
-runtime throughout.
+(:mod:`yfilter.native`) the ones with predicates. The C matcher reads XML text parsed
+by lxml, and a decoded :class:`formats.Message` (what a broker holds) straight from
+its columns (no tree is built). Sessions for transformations and plans, and the rare
+message the C reader does not model, run the Python runtime over all profiles
+(:mod:`yfilter.runtime`), which gives the same answers: the differential tests run
+both against lxml. ``Engine(native=False)`` uses the Python runtime throughout.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from formats.errors import FormatError
 from formats.message import Message
 from yfilter import ast
-from yfilter.cheaper import Cheaper
 from yfilter.compiler import Registry, compile_path, path_key
 from yfilter.dfa import DEFAULT_BUDGET, DState, LazyDFA
 from yfilter.document import TableDoc, TreeDoc, parse_xml
@@ -49,15 +42,6 @@ from yfilter.runtime import Run, walk
 from yfilter.transform import Transform
 
 MessageLike = bytes | bytearray | memoryview | str | Message
-
-TREE_FROM = 64
-"""From how many profiles with predicates a decoded :class:`formats.Message` may be
-rebuilt as an lxml tree for the C matcher (about 65 us for a 60-element message):
-below, the Python runtime on the message's table always costs less; from there on
-the engine measures both and takes the cheaper (:mod:`yfilter.cheaper`)."""
-
-ON_TREE = 0
-"""The way (of :class:`~yfilter.cheaper.Cheaper`) that rebuilds a Message as a tree."""
 
 
 @dataclass(eq=False)
@@ -109,7 +93,6 @@ class Engine:
         self._transforms: dict[str, Transform] = {}  # transformation profiles (FLWR)
         self._native = NativeIndex(self._nfa.rarity) if native else None
         self._plain = 0  # distinct profiles without predicates
-        self._message_way = Cheaper()  # decoded Messages: ON_TREE or on their table
 
     # -- registration ---------------------------------------------------------
     def add(self, profile_id: str, text: str) -> None:
@@ -241,28 +224,20 @@ class Engine:
         (from :meth:`start` on the same message) shares its operator memo."""
         if session is not None:
             return Matches(*walk(self._dfa, session.run), self._dfa)
-        doc = _document(message)
-        if self._native is not None and isinstance(doc, TableDoc) and len(self._native) >= TREE_FROM:
-            return self._evaluate_table(doc)
-        return self._evaluate_doc(doc)
-
-    def _evaluate_table(self, doc: TableDoc) -> Matches:
-        """A decoded Message on the C matcher (rebuilt as a tree) or on the Python
-        runtime (its table), whichever has cost less per element here (see
-        :mod:`yfilter.cheaper`): which wins depends on the profiles and messages."""
-        way = self._message_way.choose()
-        start = time.perf_counter()
-        matches = self._evaluate_doc(_tree(doc.msg) or doc if way == ON_TREE else doc)
-        self._message_way.record(way, time.perf_counter() - start, len(doc.msg.tags))
-        return matches
+        return self._evaluate_doc(_document(message))
 
     def _evaluate_doc(self, doc: TableDoc | TreeDoc) -> Matches:
-        if self._native is not None and isinstance(doc, TreeDoc):
-            found = self._native.match(doc.root) if len(self._native) else frozenset()
+        if self._native is not None:
+            found = self._native_match(doc) if len(self._native) else frozenset()
             if found is not None:
                 accepted = walk(self._dfa, Run(doc), checks=False)[0] if self._plain else set()
                 return Matches(accepted, [found], self._dfa)
         return Matches(*walk(self._dfa, Run(doc)), self._dfa)
+
+    def _native_match(self, doc: TableDoc | TreeDoc) -> frozenset[str] | None:
+        if isinstance(doc, TreeDoc):
+            return self._native.match(doc.root)
+        return self._native.match_message(doc.msg)
 
     def match(self, message: MessageLike, session: Session | None = None) -> frozenset[str]:
         """Ids of all profiles matching ``message`` (XML text or a decoded
@@ -322,15 +297,6 @@ def _xml(message: MessageLike) -> bytes:
     if isinstance(message, str):
         return message.encode("utf-8")
     return bytes(message)
-
-
-def _tree(message: Message) -> TreeDoc | None:
-    """The message as an lxml tree, for the C matcher (which reads only those); None
-    if the table holds what XML cannot (a corrupted decode)."""
-    try:
-        return TreeDoc(message.to_element())
-    except FormatError:
-        return None
 
 
 def _document(message: MessageLike) -> TableDoc | TreeDoc:

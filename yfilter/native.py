@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from lxml import etree
 
+from formats.message import Message
 from yfilter._matcher import Matcher
 from yfilter.keyed import choose_key
 from yfilter.nfa import Rarity, Step
@@ -108,6 +109,12 @@ class NativeIndex:
         """Ids of the matching profiles, or None when the message holds a node the C
         reader does not model (an entity reference, say): use the Python runtime."""
         return self._m.match(root)
+
+    def match_message(self, msg: Message) -> frozenset[str] | None:
+        """:meth:`match` on a decoded message's columns (no tree is built); None also
+        when they describe no tree (a corrupted decode)."""
+        return self._m.match_table(msg.tags, msg.depths, msg.texts, msg.tails, msg.attr_counts,
+                                   msg.attr_names, msg.attr_values)
 
     def stats(self) -> dict[str, int]:
         return self._m.stats()

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from unittest.mock import patch
-
 from lxml import etree
 
 from formats import Message
 from yfilter import Engine
-from yfilter import engine as engine_module
-from yfilter.cheaper import Cheaper
 
 
 def strip_msg(profile: str) -> str:
@@ -29,15 +25,14 @@ def lxml_matches(profiles: dict[str, str], xml: bytes,
 def disagreements(engine: Engine, profiles: dict[str, str], xml: bytes,
                   namespaces: dict[str, str] | None = None) -> list[tuple]:
     """(profile, lxml, engine on the bytes, engine's Python runtime on the bytes, lxml
-    on the Message, engine on the Message, its Python runtime on the Message, the C
-    matcher on the Message) for every profile where the engine differs from lxml.
+    on the Message, engine on the Message, its Python runtime on the Message) for every
+    profile where the engine differs from lxml.
 
-    The bytes go through the C matcher (yfilter.native) and, in a session, through the
-    Python runtime. The decoded Message goes the way a broker's does (from TREE_FROM
-    profiles with predicates on, the C matcher on the Message rebuilt as a tree when
-    that has cost less, else the Python runtime), in a session through the Python
-    runtime on its table, and through the C matcher whatever the engine's size. Its oracle is lxml on the Message's own
-    XML: a Message keeps no comments, so text split by one is merged there."""
+    The bytes go through the C matcher (yfilter.native) on lxml's tree and, in a
+    session, through the Python runtime. The decoded Message goes through the C matcher
+    on its columns and, in a session, through the Python runtime on its table. Its
+    oracle is lxml on the Message's own XML: a Message keeps no comments, so text split
+    by one is merged there."""
     expected = lxml_matches(profiles, xml, namespaces)
     got_bytes = engine.match(xml)
     got_python = engine.match(xml, engine.start(xml))
@@ -45,12 +40,9 @@ def disagreements(engine: Engine, profiles: dict[str, str], xml: bytes,
     expected_msg = lxml_matches(profiles, msg.to_xml(), namespaces)
     got_msg = engine.match(msg)
     got_msg_python = engine.match(msg, engine.start(msg))
-    with patch.object(engine_module, "TREE_FROM", 0), \
-            patch.object(Cheaper, "choose", lambda self: engine_module.ON_TREE):
-        got_msg_tree = engine.match(msg)
     out = []
     for pid in sorted((expected ^ got_bytes) | (expected ^ got_python) | (expected_msg ^ got_msg)
-                      | (expected_msg ^ got_msg_python) | (expected_msg ^ got_msg_tree)):
+                      | (expected_msg ^ got_msg_python)):
         out.append((profiles[pid], pid in expected, pid in got_bytes, pid in got_python,
-                    pid in expected_msg, pid in got_msg, pid in got_msg_python, pid in got_msg_tree))
+                    pid in expected_msg, pid in got_msg, pid in got_msg_python))
     return out

@@ -8,10 +8,8 @@ from lxml import etree
 from formats import Message
 from tests.yfilter.oracle import disagreements, lxml_matches
 from yfilter import Engine
-from yfilter.cheaper import Cheaper
 from yfilter.compiler import Registry, compile_path
 from yfilter.document import parse_xml
-from yfilter.engine import TREE_FROM
 from yfilter.native import NativeIndex
 from yfilter.nfa import Rarity
 from yfilter.parser import parse
@@ -173,50 +171,104 @@ def _predicate_engine(n: int) -> Engine:
     return e
 
 
-def test_a_decoded_message_goes_to_the_c_matcher_from_tree_from_profiles():
-    """What a broker holds is a formats.Message: with enough profiles with predicates
-    it is rebuilt as a tree for the C matcher, with the same answers as the bytes."""
-    xml = b"<nitf v='3'><head/></nitf>"
-    big = _predicate_engine(TREE_FROM)
-    before = big.stats()["native_messages"]
-    assert big.match(Message.from_xml(xml)) == big.match(xml) == {"p3", "plain"}
-    assert big.stats()["native_messages"] == before + 2  # the Message and the bytes
-
-    small = _predicate_engine(TREE_FROM - 1)
-    before = small.stats()["native_messages"]
-    assert small.match(Message.from_xml(xml)) == {"p3", "plain"}
-    assert small.stats()["native_messages"] == before  # the Python runtime costs less here
-
-
-def test_a_decoded_message_takes_both_ways_while_the_engine_measures_them():
-    """From TREE_FROM profiles with predicates on, Messages go to the C matcher or the
-    Python runtime by measured cost: both are tried while warming up, whatever the
-    timings, and give the same answers."""
-    xml = b"<nitf v='3'><head/></nitf>"
-    e = _predicate_engine(TREE_FROM)
+@pytest.mark.parametrize("profile, xml", [
+    # text nodes: an element's text, then its children's tails
+    ("/a[text() = 'z']", b"<a>x<b>y</b>z</a>"),
+    ("/a[text() = 'y']", b"<a>x<b>y</b>z</a>"),
+    ("/a/b[text() = 'y']", b"<a>x<b>y</b>z</a>"),
+    # string-values: text, then each child's string-value and tail
+    ("/a[. = 'xyzw']", b"<a>x<b>y<c>z</c></b>w</a>"),
+    ("/a/b[. = 'yz']", b"<a>x<b>y<c>z</c></b>w</a>"),
+    ("/a[contains(., 'yz')]", b"<a>x<b>y<c>z</c></b>w</a>"),
+    ("/a[. = '']", b"<a><b/></a>"),
+    # a comment splits no text in a Message: it keeps none
+    ("/a[text() = 'xy']", b"<a>x<!--c-->y</a>"),
+    # names and attributes as Clark names, atoms of name and value
+    ("/n:a[@n:x = '1']/n:b", b"<a xmlns='urn:n' xmlns:m='urn:n' m:x='1'><b/></a>"),
+    ("/n:a[@x = '1']", b"<m:a xmlns:m='urn:n' m:x='1'/>"),
+    ("/a[@x = '1'][@y = '2']/b[@x = '2']", b"<a y='2' x='1'><b x='2'/></a>"),
+    ("/a[@x > 1]", b"<a x=' 3 '/>"),
+    # the tree from the depths: children, descendants, siblings' subtrees
+    ("/a/b/c", b"<a><b><d/></b><b><c/></b></a>"),
+    ("/a/b[c]/d", b"<a><b><c/></b><b><d/></b></a>"),
+    ("//b[.//c = '1']", b"<a><b><d><c>1</c></d></b><b/></a>"),
+    ("/a/*[2][@x = '2']", b"<a><b x='1'/>t<c x='2'/></a>"),
+])
+def test_reads_a_decoded_message_as_xpath_reads_its_xml(profile, xml):
+    """A formats.Message is read from its columns (no tree built) with the semantics of
+    lxml on the Message's own XML."""
     msg = Message.from_xml(xml)
-    warm, n = Cheaper().warm, 20
-    before = e.stats()["native_messages"]
-    assert all(e.match(msg) == {"p3", "plain"} for _ in range(n))
-    on_tree = e.stats()["native_messages"] - before
-    assert warm <= on_tree <= n - warm
+    expected = lxml_matches({"p0": profile}, msg.to_xml(), {"n": "urn:n"})
+    index = _index(profile)
+    assert index.match_message(msg) == expected == index.match(etree.fromstring(msg.to_xml()))
 
 
-def test_a_message_xml_cannot_hold_is_matched_by_the_python_runtime():
-    """A table from a corrupted decode (a control character in a text) cannot become a
-    tree; the engine still answers, on the table."""
-    e = _predicate_engine(TREE_FROM)
+def test_a_decoded_message_goes_to_the_c_matcher_on_its_columns():
+    """What a broker holds is a formats.Message: the C matcher reads its columns, with
+    the same answers as on the bytes, however few the profiles with predicates."""
+    xml = b"<nitf v='3'><head/></nitf>"
+    for n in (1, 100):
+        e = _predicate_engine(n)
+        before = e.stats()["native_messages"]
+        expected = {"p0", "plain"} if n == 1 else {"p3", "plain"}
+        assert e.match(Message.from_xml(xml if n > 1 else b"<nitf v='0'><head/></nitf>")) \
+            == expected
+        assert e.stats()["native_messages"] == before + 1
+
+
+def test_a_message_xml_cannot_hold_is_still_matched_in_c():
+    """A table from a corrupted decode (a control character in a text) could not be
+    written as XML; the C matcher reads it all the same (no tree is built)."""
+    e = _predicate_engine(8)
     e.add("t", "/nitf/head[text() = 'a\x01b']")
     msg = Message.from_xml(b"<nitf v='5'><head>x</head></nitf>")
     msg.texts[1] = "a\x01b"
     before = e.stats()["native_messages"]
     assert e.match(msg) == {"p5", "plain", "t"}
-    assert e.stats()["native_messages"] == before
+    assert e.stats()["native_messages"] == before + 1
+
+
+def _columns(msg: Message) -> list:
+    return [msg.tags, msg.depths, msg.texts, msg.tails, msg.attr_counts, msg.attr_names,
+            msg.attr_values]
+
+
+@pytest.mark.parametrize("column, value", [
+    (1, [1, 3]),              # depths that make no tree: a jump down two levels
+    (1, [1, 1]),              # a second root
+    (1, [2, 3]),              # a root below the top
+    (0, ["nitf", 7]),         # a name that is no str
+    (2, ["\ud800", ""]),      # a lone surrogate: no UTF-8
+    (3, [""]),                # columns of different lengths
+    (4, [0, 3]),              # more attributes than the columns hold
+    (5, ["v", "v"]),          # a name repeated on one element
+])
+def test_columns_that_make_no_message_go_to_the_python_runtime(column, value):
+    """match_table declines (None) what the reader does not model; the engine then
+    answers with the Python runtime, as it does for such a table."""
+    index = _index("/nitf[@v = '5']/head")
+    cols = _columns(Message.from_xml(b"<nitf v='5'><head>x</head></nitf>"))
+    assert index._m.match_table(*cols) == {"p0"}
+    if column == 5:
+        cols[4], cols[6] = [2, 0], ["5", "6"]
+    cols[column] = value
+    assert index._m.match_table(*cols) is None
+
+
+def test_a_message_with_a_repeated_attribute_is_matched_by_the_python_runtime():
+    """Only a corrupted decode repeats a name on one element; the Message's maps keep
+    its last value, and so does the Python runtime the C reader leaves it to."""
+    e = _predicate_engine(8)
+    msg = Message.from_xml(b"<nitf v='5'><head/></nitf>")
+    msg.attr_counts, msg.attr_names, msg.attr_values = [2, 0], ["v", "v"], ["6", "5"]
+    before = e.stats()["native_messages"]
+    assert e.match(msg) == {"p5", "plain"}
+    assert e.stats()["native_messages"] == before  # the C matcher declined it
 
 
 def test_run_on_a_message_matches_in_c_and_navigates_only_for_transformations():
     xml = b'<nitf v="7"><head><title>T</title></head></nitf>'
-    e = _predicate_engine(TREE_FROM)
+    e = _predicate_engine(8)
     e.add("t", "for $h in $msg/nitf[@v = '7']/head return <r>{$h/title}</r>")
     expected = {"p7": [xml], "plain": [xml], "t": [b"<r><title>T</title></r>"]}
     before = e.stats()["native_messages"]

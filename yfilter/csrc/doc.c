@@ -118,6 +118,24 @@ static int join(Doc *d, const xmlNode *first, const xmlNode *stop, Span *out)
     return DOC_OK;
 }
 
+/* The id of x's name NUL value (an atom is only interned with its name), or -1.
+ * 0, or -1 when out of memory. */
+static int set_atom(Doc *d, const Vocab *v, DAttr *x)
+{
+    x->atom = -1;
+    if (x->name < 0)
+        return 0;
+    const VStr *nm = &v->strs[x->name];
+    char *buf = arena_alloc(&d->arena, nm->n + 1 + x->value.n);
+    if (!buf)
+        return -1;
+    memcpy(buf, nm->s, nm->n);
+    buf[nm->n] = '\0';
+    memcpy(buf + nm->n + 1, x->value.s, x->value.n);
+    x->atom = vocab_find(v, buf, nm->n + 1 + x->value.n);
+    return 0;
+}
+
 static int load_attrs(Doc *d, Elem *e, const xmlNode *node, const Vocab *v)
 {
     e->attr0 = (int32_t)d->nat;
@@ -133,17 +151,8 @@ static int load_attrs(Doc *d, Elem *e, const xmlNode *node, const Vocab *v)
         else if (join(d, a->children, NULL, &x->value) < 0)
             return DOC_NOMEM;
         x->name = name_id(d, v, a->ns, a->name);
-        x->atom = -1;
-        if (x->name >= 0) {  /* an atom is only interned with its name */
-            const VStr *nm = &v->strs[x->name];
-            char *buf = arena_alloc(&d->arena, nm->n + 1 + x->value.n);
-            if (!buf)
-                return DOC_NOMEM;
-            memcpy(buf, nm->s, nm->n);
-            buf[nm->n] = '\0';
-            memcpy(buf + nm->n + 1, x->value.s, x->value.n);
-            x->atom = vocab_find(v, buf, nm->n + 1 + x->value.n);
-        }
+        if (set_atom(d, v, x) < 0)
+            return DOC_NOMEM;
     }
     e->nattr = (int32_t)d->nat - e->attr0;
     return DOC_OK;
@@ -201,13 +210,16 @@ static int load(Doc *d, const xmlNode *node, int32_t depth, int32_t parent, cons
     return DOC_OK;
 }
 
-int doc_load(Doc *d, const xmlNode *root, const Vocab *v)
+static void start_load(Doc *d, const Table *t)
 {
     d->nel = d->nat = d->ntx = 0;
+    d->table = t;
     arena_reset(&d->arena);
-    int r = load(d, root, 1, -1, v);
-    if (r != DOC_OK)
-        return r;
+}
+
+/* Room for the string-values of the elements loaded, none computed yet. */
+static int finish_load(Doc *d)
+{
     if (grow_array((void **)&d->sv, &d->capsv, d->nel, sizeof *d->sv) < 0)
         return DOC_NOMEM;
     unsigned char *ok = realloc(d->sv_ok, d->capsv);
@@ -216,6 +228,83 @@ int doc_load(Doc *d, const xmlNode *root, const Vocab *v)
     d->sv_ok = ok;
     memset(d->sv_ok, 0, d->nel);
     return DOC_OK;
+}
+
+int doc_load(Doc *d, const xmlNode *root, const Vocab *v)
+{
+    start_load(d, NULL);
+    int r = load(d, root, 1, -1, v);
+    return r != DOC_OK ? r : finish_load(d);
+}
+
+static int push_text(Doc *d, Span s, const Vocab *v)
+{
+    if (!s.n)
+        return DOC_OK;
+    if (grow_array((void **)&d->tx, &d->captx, d->ntx + 1, sizeof *d->tx) < 0)
+        return DOC_NOMEM;
+    d->tx[d->ntx++] = (DText){s, vocab_find(v, s.s, s.n)};
+    return DOC_OK;
+}
+
+/* Elements with their tree (parent, end, children) from the depths; then each
+ * element's attributes and text nodes (its text, then its children's tails). */
+int doc_load_table(Doc *d, const Table *t, const Vocab *v)
+{
+    start_load(d, t);
+    if (!t->n || t->n >= MAX_ELEMENTS || t->depths[0] != 1)
+        return DOC_UNSUPPORTED;
+    if (grow_array((void **)&d->el, &d->capel, t->n, sizeof *d->el) < 0)
+        return DOC_NOMEM;
+    d->nel = t->n;
+    Elem *el = d->el;
+    int32_t p = -1; /* the element before, then up its ancestors to the parent */
+    size_t nat = 0;
+    for (int32_t i = 0; i < (int32_t)t->n; i++) {
+        int32_t depth = t->depths[i];
+        if (i && (depth < 2 || depth > el[i - 1].depth + 1))
+            return DOC_UNSUPPORTED;
+        for (p = i - 1; p >= 0 && el[p].depth >= depth; p = el[p].parent)
+            ;
+        el[i] = (Elem){.node = NULL, .tag = vocab_find(v, t->tags[i].s, t->tags[i].n),
+                       .depth = depth, .parent = p, .end = i + 1, .attr0 = (int32_t)nat,
+                       .nattr = t->attr_counts[i]};
+        if (el[i].nattr < 0 || nat + (size_t)el[i].nattr > t->nattr)
+            return DOC_UNSUPPORTED;
+        nat += (size_t)el[i].nattr;
+        if (p >= 0)
+            el[p].nchild++;
+    }
+    if (nat != t->nattr)
+        return DOC_UNSUPPORTED;
+    for (int32_t i = (int32_t)t->n - 1; i > 0; i--)
+        if (el[i].end > el[el[i].parent].end)
+            el[el[i].parent].end = el[i].end;
+    if (grow_array((void **)&d->at, &d->capat, nat, sizeof *d->at) < 0)
+        return DOC_NOMEM;
+    d->nat = nat;
+    for (size_t k = 0; k < nat; k++) {
+        DAttr *x = &d->at[k];
+        x->name = vocab_find(v, t->attr_names[k].s, t->attr_names[k].n);
+        x->value = t->attr_values[k];
+        if (set_atom(d, v, x) < 0)
+            return DOC_NOMEM;
+    }
+    for (int32_t i = 0; i < (int32_t)t->n; i++) {
+        const Span *names = t->attr_names + el[i].attr0;
+        for (int32_t a = 1; a < el[i].nattr; a++) /* a repeated name: its last value wins */
+            for (int32_t b = 0; b < a; b++)
+                if (names[a].n == names[b].n && memcmp(names[a].s, names[b].s, names[a].n) == 0)
+                    return DOC_UNSUPPORTED;
+        el[i].text0 = (int32_t)d->ntx;
+        int r = push_text(d, t->texts[i], v);
+        for (int32_t j = i + 1; r == DOC_OK && j < el[i].end; j = el[j].end)
+            r = push_text(d, t->tails[j], v);
+        if (r != DOC_OK)
+            return r;
+        el[i].ntext = (int32_t)d->ntx - el[i].text0;
+    }
+    return finish_load(d);
 }
 
 /* Text and CDATA below n, in document order (comments and PIs hold none). */
@@ -235,6 +324,22 @@ static size_t gather(const xmlNode *n, char *out)
     return at;
 }
 
+/* The same from the columns: the text, then each child's string-value and tail. */
+static size_t gather_table(const Doc *d, int32_t i, char *out)
+{
+    const Table *t = d->table;
+    size_t at = t->texts[i].n;
+    if (out)
+        memcpy(out, t->texts[i].s, at);
+    for (int32_t j = i + 1; j < d->el[i].end; j = d->el[j].end) {
+        at += gather_table(d, j, out ? out + at : NULL);
+        if (out)
+            memcpy(out + at, t->tails[j].s, t->tails[j].n);
+        at += t->tails[j].n;
+    }
+    return at;
+}
+
 Span doc_string_value(Doc *d, int32_t i)
 {
     if (d->sv_ok[i])
@@ -244,11 +349,14 @@ Span doc_string_value(Doc *d, int32_t i)
     if (e->end == i + 1 && e->ntext <= 1) {  /* no element below: its one text node */
         s = e->ntext ? d->tx[e->text0].s : (Span){"", 0};
     } else {
-        size_t n = gather(e->node, NULL);
+        size_t n = d->table ? gather_table(d, i, NULL) : gather(e->node, NULL);
         char *buf = arena_alloc(&d->arena, n ? n : 1);
         if (!buf)
             return (Span){NULL, 0};
-        gather(e->node, buf);
+        if (d->table)
+            gather_table(d, i, buf);
+        else
+            gather(e->node, buf);
         s = (Span){buf, n};
     }
     d->sv[i] = s;

@@ -1,5 +1,6 @@
 /* A message as flat tables, read from the libxml2 tree lxml parsed (no copy of the
- * text unless several libxml2 nodes make one XPath text node or attribute value).
+ * text unless several libxml2 nodes make one XPath text node or attribute value), or
+ * from the columns of a decoded message (Table).
  *
  * Elements are in document order (preorder), the root at depth 1; the subtree of
  * element i is i+1 .. end-1. Its attributes and text nodes are ranges of their own
@@ -35,6 +36,16 @@ typedef struct {
     int32_t id;  /* its vocabulary id, or -1 */
 } DText;
 
+/* A message as columns (a decoded formats.Message), element after element in
+ * document order: its Clark name, depth (the root at 1), text (before its first
+ * child) and tail (after it, before its next sibling; empty: no text node), and
+ * attribute count; then the attributes' names and values, element after element. */
+typedef struct {
+    size_t n, nattr;
+    const Span *tags, *texts, *tails, *attr_names, *attr_values;
+    const int32_t *depths, *attr_counts;
+} Table;
+
 /* A bump allocator for the strings one message needs built (reset per message). */
 typedef struct Chunk Chunk;
 
@@ -52,6 +63,7 @@ typedef struct {
     Span *sv;  /* string-values, computed on demand (sv_ok) */
     unsigned char *sv_ok;
     size_t capsv;
+    const Table *table; /* the columns loaded from, or NULL: a tree */
     Arena arena;
 } Doc;
 
@@ -63,6 +75,10 @@ void doc_free(Doc *d);
  * reader does not model (an entity reference, say), or too many elements; the
  * caller then uses the general runtime. */
 int doc_load(Doc *d, const xmlNode *root, const Vocab *v);
+/* Read a message's columns (borrowed until the next load). DOC_UNSUPPORTED: the
+ * depths describe no tree, an element repeats an attribute name, or too many
+ * elements; the caller then uses the general runtime. */
+int doc_load_table(Doc *d, const Table *t, const Vocab *v);
 /* The XPath string-value of element i (NULL s on out of memory). */
 Span doc_string_value(Doc *d, int32_t i);
 

@@ -1,8 +1,8 @@
 /* yfilter._matcher: the per-message runtime of profiles with predicates, in C.
  *
  * The Python side (yfilter.native) compiles each distinct profile into the tables
- * below; this file only evaluates them. Per message: read the lxml tree into flat
- * tables (doc.c), mark the values it holds, take the profiles filed under a value the
+ * below; this file only evaluates them. Per message: read the lxml tree (or a decoded
+ * message's columns) into flat tables (doc.c), mark the values it holds, take the profiles filed under a value the
  * message holds whose whole need it holds too (the same necessary test as
  * yfilter.keyed, plus the (parent, child) tag pairs of its child steps), and check
  * each such candidate's path and predicates on the document: from each element with
@@ -123,6 +123,9 @@ typedef struct {
     IVec present_ids, self_ids, tags, tagged;
     IVec cands;     /* blocks (offset, length) of the queries whose need the message meets */
     PyObject **idv; /* what the matching ones report (see block_ids) */
+    Span *tspans;   /* match_table's columns */
+    size_t captspans, captints;
+    int32_t *tints;
     size_t capidv;
     Memo m_guard, m_rel, m_pos;
     int selves_done;
@@ -916,20 +919,10 @@ static int rekey(Matcher *m)
     return 0;
 }
 
-static PyObject *Matcher_match(Matcher *m, PyObject *root)
+/* The ids of the profiles matching the message doc_load* just read (r: its result),
+ * as a frozenset; None if the reader does not model the message. */
+static PyObject *match_loaded(Matcher *m, int r)
 {
-    if (!PyObject_TypeCheck(root, m->element_type)) {
-        PyErr_Format(PyExc_TypeError, "match() needs an lxml element, not %.100s",
-                     Py_TYPE(root)->tp_name);
-        return NULL;
-    }
-    xmlNode *node = ((LxmlElement *)root)->c_node;
-    if (!node || node->type != XML_ELEMENT_NODE) {
-        PyErr_SetString(PyExc_TypeError, "match() needs an lxml element");
-        return NULL;
-    }
-    start_message(m);
-    int r = doc_load(&m->doc, node, &m->vocab);
     if (r == DOC_UNSUPPORTED)
         Py_RETURN_NONE;
     if (r == DOC_NOMEM)
@@ -959,6 +952,115 @@ static PyObject *Matcher_match(Matcher *m, PyObject *root)
         Py_DECREF(out);
         return PyErr_NoMemory();
     }
+    return out;
+}
+
+static PyObject *Matcher_match(Matcher *m, PyObject *root)
+{
+    if (!PyObject_TypeCheck(root, m->element_type)) {
+        PyErr_Format(PyExc_TypeError, "match() needs an lxml element, not %.100s",
+                     Py_TYPE(root)->tp_name);
+        return NULL;
+    }
+    xmlNode *node = ((LxmlElement *)root)->c_node;
+    if (!node || node->type != XML_ELEMENT_NODE) {
+        PyErr_SetString(PyExc_TypeError, "match() needs an lxml element");
+        return NULL;
+    }
+    start_message(m);
+    return match_loaded(m, doc_load(&m->doc, node, &m->vocab));
+}
+
+/* The UTF-8 of each str of a sequence (PySequence_Fast): 0; 1 if an item is no str
+ * or holds what UTF-8 cannot (a lone surrogate); -1 on another error. */
+static int utf8_column(PyObject *seq, Span *out)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t len;
+        const char *s = PyUnicode_Check(items[k]) ? PyUnicode_AsUTF8AndSize(items[k], &len) : NULL;
+        if (!s) {
+            if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                return -1;
+            PyErr_Clear();
+            return 1;
+        }
+        out[k] = (Span){s, (size_t)len};
+    }
+    return 0;
+}
+
+/* The ints of a sequence (PySequence_Fast): 0; 1 if one is no int32; -1 on error. */
+static int int_column(PyObject *seq, int32_t *out)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        long x = PyLong_Check(items[k]) ? PyLong_AsLong(items[k]) : -1;
+        if (x == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                return -1;
+            PyErr_Clear();
+            return 1;
+        }
+        if (!PyLong_Check(items[k]) || x < INT32_MIN || x > INT32_MAX)
+            return 1;
+        out[k] = (int32_t)x;
+    }
+    return 0;
+}
+
+/* match_table(tags, depths, texts, tails, attr_counts, attr_names, attr_values): the
+ * same as match() on a message given as the columns of a formats.Message (see
+ * Table in doc.h); None when they describe no message the reader models (no tree,
+ * columns of different lengths, an item of the wrong type). */
+static PyObject *Matcher_match_table(Matcher *m, PyObject *args)
+{
+    static const char *what[7] = {"tags", "depths", "texts", "tails", "attr_counts",
+                                  "attr_names", "attr_values"};
+    PyObject *in[7], *col[7] = {NULL};
+    if (!PyArg_UnpackTuple(args, "match_table", 7, 7, &in[0], &in[1], &in[2], &in[3], &in[4],
+                           &in[5], &in[6]))
+        return NULL;
+    PyObject *out = NULL;
+    for (int k = 0; k < 7; k++)
+        if (!(col[k] = PySequence_Fast(in[k], what[k])))
+            goto done;
+    size_t n = (size_t)PySequence_Fast_GET_SIZE(col[0]);
+    size_t nattr = (size_t)PySequence_Fast_GET_SIZE(col[5]);
+    int bad = (size_t)PySequence_Fast_GET_SIZE(col[6]) != nattr;
+    for (int k = 1; k < 5; k++)
+        bad |= (size_t)PySequence_Fast_GET_SIZE(col[k]) != n;
+    if (bad) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    size_t nspans = 3 * n + 2 * nattr;
+    if (grow_array((void **)&m->tspans, &m->captspans, nspans, sizeof *m->tspans) < 0
+        || grow_array((void **)&m->tints, &m->captints, 2 * n, sizeof *m->tints) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Span *sp = m->tspans;
+    Table t = {n, nattr, sp, sp + n, sp + 2 * n, sp + 3 * n, sp + 3 * n + nattr,
+               m->tints, m->tints + n};
+    int r = 0;
+    Span *spans[7] = {sp, NULL, sp + n, sp + 2 * n, NULL, sp + 3 * n, sp + 3 * n + nattr};
+    int32_t *ints[7] = {NULL, m->tints, NULL, NULL, m->tints + n, NULL, NULL};
+    for (int k = 0; k < 7 && !r; k++)
+        r = spans[k] ? utf8_column(col[k], spans[k]) : int_column(col[k], ints[k]);
+    if (r < 0)
+        goto done;
+    if (r > 0) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    start_message(m);
+    out = match_loaded(m, doc_load_table(&m->doc, &t, &m->vocab));
+done:
+    for (int k = 0; k < 7; k++)
+        Py_XDECREF(col[k]);
     return out;
 }
 
@@ -1362,6 +1464,8 @@ static void Matcher_dealloc(Matcher *m)
     free(m->guard_preds.a);
     free(m->cands.a);
     free(m->idv);
+    free(m->tspans);
+    free(m->tints);
     free(m->rel_words.a);
     free(m->nums);
     free(m->guards);
@@ -1392,6 +1496,9 @@ static PyMethodDef Matcher_methods[] = {
     {"discard", (PyCFunction)Matcher_discard, METH_O, "discard(query id)"},
     {"match", (PyCFunction)Matcher_match, METH_O,
      "match(root) -> frozenset of ids, or None for a document the C reader does not model"},
+    {"match_table", (PyCFunction)Matcher_match_table, METH_VARARGS,
+     "match_table(tags, depths, texts, tails, attr_counts, attr_names, attr_values) -> "
+     "match() on a formats.Message's columns (None: they describe no message it models)"},
     {"stats", (PyCFunction)Matcher_stats, METH_NOARGS, "sizes of the tables"},
     {NULL, NULL, 0, NULL},
 };
