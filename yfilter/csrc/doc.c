@@ -254,48 +254,43 @@ int doc_load_table(Doc *d, const Table *t, const Vocab *v)
     start_load(d, t);
     if (!t->n || t->n >= MAX_ELEMENTS || t->depths[0] != 1)
         return DOC_UNSUPPORTED;
-    if (grow_array((void **)&d->el, &d->capel, t->n, sizeof *d->el) < 0)
+    if (grow_array((void **)&d->el, &d->capel, t->n, sizeof *d->el) < 0
+        || grow_array((void **)&d->at, &d->capat, t->nattr, sizeof *d->at) < 0)
         return DOC_NOMEM;
-    d->nel = t->n;
     Elem *el = d->el;
-    int32_t p = -1; /* the element before, then up its ancestors to the parent */
-    size_t nat = 0;
     for (int32_t i = 0; i < (int32_t)t->n; i++) {
-        int32_t depth = t->depths[i];
+        int32_t depth = t->depths[i], nattr = t->attr_counts[i];
         if (i && (depth < 2 || depth > el[i - 1].depth + 1))
             return DOC_UNSUPPORTED;
-        for (p = i - 1; p >= 0 && el[p].depth >= depth; p = el[p].parent)
-            ;
-        el[i] = (Elem){.node = NULL, .tag = vocab_find(v, t->tags[i].s, t->tags[i].n),
-                       .depth = depth, .parent = p, .end = i + 1, .attr0 = (int32_t)nat,
-                       .nattr = t->attr_counts[i]};
-        if (el[i].nattr < 0 || nat + (size_t)el[i].nattr > t->nattr)
+        if (nattr < 0 || d->nat + (size_t)nattr > t->nattr)
             return DOC_UNSUPPORTED;
-        nat += (size_t)el[i].nattr;
+        int32_t p = i - 1; /* the parent: the nearest element before, one level up */
+        while (p >= 0 && el[p].depth >= depth)
+            p = el[p].parent;
+        el[i] = (Elem){.node = NULL, .tag = vocab_find(v, t->tags[i].s, t->tags[i].n),
+                       .depth = depth, .parent = p, .end = i + 1, .attr0 = (int32_t)d->nat,
+                       .nattr = nattr};
         if (p >= 0)
             el[p].nchild++;
+        /* Last first: find_attr takes the first of a name, and a name repeated on one
+         * element (only a corrupted decode has one) means its last value, as in the
+         * message's own maps. */
+        for (int32_t k = nattr - 1; k >= 0; k--) {
+            DAttr *x = &d->at[d->nat++];
+            Span name = t->attr_names[el[i].attr0 + k];
+            x->name = vocab_find(v, name.s, name.n);
+            x->value = t->attr_values[el[i].attr0 + k];
+            if (set_atom(d, v, x) < 0)
+                return DOC_NOMEM;
+        }
     }
-    if (nat != t->nattr)
+    d->nel = t->n;
+    if (d->nat != t->nattr)
         return DOC_UNSUPPORTED;
     for (int32_t i = (int32_t)t->n - 1; i > 0; i--)
         if (el[i].end > el[el[i].parent].end)
             el[el[i].parent].end = el[i].end;
-    if (grow_array((void **)&d->at, &d->capat, nat, sizeof *d->at) < 0)
-        return DOC_NOMEM;
-    d->nat = nat;
-    for (size_t k = 0; k < nat; k++) {
-        DAttr *x = &d->at[k];
-        x->name = vocab_find(v, t->attr_names[k].s, t->attr_names[k].n);
-        x->value = t->attr_values[k];
-        if (set_atom(d, v, x) < 0)
-            return DOC_NOMEM;
-    }
     for (int32_t i = 0; i < (int32_t)t->n; i++) {
-        const Span *names = t->attr_names + el[i].attr0;
-        for (int32_t a = 1; a < el[i].nattr; a++) /* a repeated name: its last value wins */
-            for (int32_t b = 0; b < a; b++)
-                if (names[a].n == names[b].n && memcmp(names[a].s, names[b].s, names[a].n) == 0)
-                    return DOC_UNSUPPORTED;
         el[i].text0 = (int32_t)d->ntx;
         int r = push_text(d, t->texts[i], v);
         for (int32_t j = i + 1; r == DOC_OK && j < el[i].end; j = el[j].end)
@@ -324,18 +319,28 @@ static size_t gather(const xmlNode *n, char *out)
     return at;
 }
 
-/* The same from the columns: the text, then each child's string-value and tail. */
+static size_t put(char *out, size_t at, Span s)
+{
+    if (out)
+        memcpy(out + at, s.s, s.n);
+    return at + s.n;
+}
+
+/* The same from the columns, in document order without recursion (a decoded
+ * message may nest deeper than a C stack): each element's text as it opens, its
+ * tail once its subtree is done, i.e. before the next element that is no
+ * descendant of it. */
 static size_t gather_table(const Doc *d, int32_t i, char *out)
 {
     const Table *t = d->table;
-    size_t at = t->texts[i].n;
-    if (out)
-        memcpy(out, t->texts[i].s, at);
-    for (int32_t j = i + 1; j < d->el[i].end; j = d->el[j].end) {
-        at += gather_table(d, j, out ? out + at : NULL);
-        if (out)
-            memcpy(out + at, t->tails[j].s, t->tails[j].n);
-        at += t->tails[j].n;
+    const Elem *el = d->el;
+    size_t at = 0;
+    for (int32_t k = i; k <= el[i].end; k++) {
+        int32_t open = k < el[i].end ? el[k].parent : i; /* what stays open at k */
+        for (int32_t j = k - 1; k > i && j != open; j = el[j].parent)
+            at = put(out, at, t->tails[j]);
+        if (k < el[i].end)
+            at = put(out, at, t->texts[k]);
     }
     return at;
 }

@@ -76,8 +76,8 @@ void doc_free(Doc *d);
  * caller then uses the general runtime. */
 int doc_load(Doc *d, const xmlNode *root, const Vocab *v);
 /* Read a message's columns (borrowed until the next load). DOC_UNSUPPORTED: the
- * depths describe no tree, an element repeats an attribute name, or too many
- * elements; the caller then uses the general runtime. */
+ * depths describe no tree, the attribute counts do not add up to the attributes, or
+ * too many elements; the caller then uses the general runtime. */
 int doc_load_table(Doc *d, const Table *t, const Vocab *v);
 /* The XPath string-value of element i (NULL s on out of memory). */
 Span doc_string_value(Doc *d, int32_t i);
