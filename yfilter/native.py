@@ -2,7 +2,8 @@
 turned into the tables of the C matcher (``yfilter/csrc``), which checks a parsed
 message against all of them at once.
 
-Per message the C side reads lxml's tree into flat tables, marks the values the
+Per message the C side reads lxml's tree (or a decoded :class:`formats.Message`'s
+columns, :meth:`NativeIndex.match_message`) into flat tables, marks the values the
 message holds, and checks only the profiles filed under one of those values whose
 whole need the message holds (the necessary test of :mod:`yfilter.keyed`, with the
 names of the profile's own steps added). Each candidate's path is checked bottom
