@@ -70,7 +70,11 @@ class Matches:
         sets.extend(self.found)
         if len(sets) == 1 and isinstance(sets[0], frozenset):
             return sets[0]
-        return frozenset().union(*sets)
+        if not sets:
+            return frozenset()
+        # The largest first: it is copied whole (no probing), the rest are merged in.
+        sets.sort(key=len, reverse=True)
+        return frozenset(sets[0]).union(*sets[1:])
 
 
 class Engine:
