@@ -2,10 +2,10 @@
  *
  * The Python side (yfilter.native) compiles each distinct profile into the tables
  * below; this file only evaluates them. Per message: read the lxml tree (or a decoded
- * message's columns) into flat tables (doc.c), mark the values it holds, take the profiles filed under a value the
- * message holds whose whole need it holds too (the same necessary test as
- * yfilter.keyed, plus the (parent, child) tag pairs of its child steps), and check
- * each such candidate's path and predicates on the document: from each element with
+ * message's columns) into flat tables (doc.c), mark the values it holds, take the
+ * profiles filed under a value the message holds whose whole need it holds too (the
+ * same necessary test as yfilter.keyed, plus the (parent, child) tag pairs of its
+ * child steps), and check each such candidate's path and predicates on the document: from each element with
  * the tag of its last named step, the steps before on the element's ancestors, the
  * '*' steps after on its descendants (block_matches). Profiles are filed under the
  * value the compiler thought rarest, and after 64 messages (then 16 times as many
@@ -123,10 +123,10 @@ typedef struct {
     IVec present_ids, self_ids, tags, tagged;
     IVec cands;     /* blocks (offset, length) of the queries whose need the message meets */
     PyObject **idv; /* what the matching ones report (see block_ids) */
-    Span *tspans;   /* match_table's columns */
-    size_t captspans, captints;
-    int32_t *tints;
     size_t capidv;
+    Span *tspans;   /* match_table's columns: their strings, then their ints */
+    int32_t *tints;
+    size_t captspans, captints;
     Memo m_guard, m_rel, m_pos;
     int selves_done;
     int failed; /* out of memory during a match */
@@ -1043,8 +1043,9 @@ static PyObject *Matcher_match_table(Matcher *m, PyObject *args)
         goto done;
     }
     Span *sp = m->tspans;
-    Table t = {n, nattr, sp, sp + n, sp + 2 * n, sp + 3 * n, sp + 3 * n + nattr,
-               m->tints, m->tints + n};
+    Table t = {.n = n, .nattr = nattr, .tags = sp, .texts = sp + n, .tails = sp + 2 * n,
+               .attr_names = sp + 3 * n, .attr_values = sp + 3 * n + nattr,
+               .depths = m->tints, .attr_counts = m->tints + n};
     int r = 0;
     Span *spans[7] = {sp, NULL, sp + n, sp + 2 * n, NULL, sp + 3 * n, sp + 3 * n + nattr};
     int32_t *ints[7] = {NULL, m->tints, NULL, NULL, m->tints + n, NULL, NULL};
