@@ -1,22 +1,22 @@
 /* yfilter._matcher: the per-message runtime of profiles with predicates, in C.
  *
  * The Python side (yfilter.native) compiles each distinct profile into the tables
- * below; this file only evaluates them. Per message: read the lxml tree (or a decoded
- * message's columns) into flat tables (doc.c), mark the values it holds, take the
- * profiles filed under a value the message holds whose whole need it holds too (the
- * same necessary test as yfilter.keyed, plus the (parent, child) tag pairs of its
- * child steps), and check each such candidate's path and predicates on the document: from each element with
- * the tag of its last named step, the steps before on the element's ancestors, the
- * '*' steps after on its descendants (block_matches). Profiles are filed under the
- * value the compiler thought rarest, and after 64 messages (then 16 times as many
- * each time) again under the value the messages held least often (rekey), and the
- * id strings to report are copied then into one stretch of memory (copy_ids).
- * Everything a candidate's check
- * reads is in one run of words, its block, loaded a few candidates ahead, so that
- * at 100k profiles the check costs about one cache miss; besides the block it only
- * reads the message's own small tables. Nested paths (and guards that read
- * position()) are memoised per (nested path, element), so profiles sharing them
- * share the work. The result is the set of ids of the matching profiles.
+ * below; this file only evaluates them. Per message: read the lxml tree (or a
+ * decoded message's columns) into flat tables (doc.c), mark the values it holds,
+ * take the profiles filed under a value the message holds whose whole need it holds
+ * too (the same necessary test as yfilter.keyed, plus the (parent, child) tag pairs
+ * of its child steps), and check each such candidate's path and predicates on the
+ * document: from each element with the tag of its last named step, the steps before
+ * on the element's ancestors, the '*' steps after on its descendants
+ * (block_matches). Profiles are filed under the value the compiler thought rarest,
+ * and after 64 messages (then 16 times as many each time) again under the value the
+ * messages held least often (rekey), and the id strings to report are copied then
+ * into one stretch of memory (copy_ids). Everything a candidate's check reads is in
+ * one run of words, its block, loaded a few candidates ahead, so that at 100k
+ * profiles the check costs about one cache miss; besides the block it only reads
+ * the message's own small tables. Nested paths (and guards that read position())
+ * are memoised per (nested path, element), so profiles sharing them share the work.
+ * The result is the set of ids of the matching profiles.
  *
  * Block (see Matcher_add_query): query, nsteps, what to report (a PyObject *, two
  * words: the id, or the tuple of ids when there are several), then per step axis,
