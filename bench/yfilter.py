@@ -21,9 +21,10 @@ time by parse + walk timed in the same child, its passes taking turns with the
 engine's over the same messages (``_paired``): the machine's slow spells, which can
 double every time for minutes, then fall on both sides. "x event" does the same
 against lxml's event parser (the issue's "parse+event-walk" read literally); the
-gate the project holds itself to is the stricter "x floor". The DFA caches are warmed by a pass over other messages
-of the same kind first, as in a broker that has been running; every timed pass
-then sees messages the engine has never seen (so no cache holds their answers).
+gate the project holds itself to is the stricter "x floor". The DFA caches are
+warmed by a pass over other messages of the same kind first, as in a broker that has
+been running; every timed pass then sees messages the engine has never seen (so no
+cache holds their answers).
 Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot. With
 ``--profile``, also where the engine's time goes at each size: the functions with the
 most own time under cProfile while it matches the timed messages (printed, and kept

@@ -1017,8 +1017,12 @@ static int int_column(PyObject *seq, int32_t *out)
  * columns of different lengths, an item of the wrong type). */
 static PyObject *Matcher_match_table(Matcher *m, PyObject *args)
 {
-    static const char *what[7] = {"tags", "depths", "texts", "tails", "attr_counts",
-                                  "attr_names", "attr_values"};
+    static const char *what[7] = {
+        "match_table(): tags must be a sequence", "match_table(): depths must be a sequence",
+        "match_table(): texts must be a sequence", "match_table(): tails must be a sequence",
+        "match_table(): attr_counts must be a sequence",
+        "match_table(): attr_names must be a sequence",
+        "match_table(): attr_values must be a sequence"};
     PyObject *in[7], *col[7] = {NULL};
     if (!PyArg_UnpackTuple(args, "match_table", 7, 7, &in[0], &in[1], &in[2], &in[3], &in[4],
                            &in[5], &in[6]))
