@@ -139,6 +139,35 @@ def test_reported_ids_are_copies_made_together_and_stay_exact():
     assert e.match(b"<a x='2'/>") == {"p2"}
 
 
+def test_blocks_laid_out_again_in_list_order_keep_every_answer():
+    # At the 64th message the matcher files the profiles again and copies their
+    # blocks in the order of the lists (base values, string-values, unkeyed), dropping
+    # removed ones: every answer stays lxml's, before and after, and removing or adding
+    # afterwards still takes effect.
+    profiles = {f"v{k}": f"/a[@x = '{k % 5}']/b[@y = '{k % 3}']" for k in range(30)}
+    profiles |= {f"s{k}": f"//b[. = 'w{k % 4}']" for k in range(8)}
+    profiles |= {f"n{k}": f"/*[{'@x' if k % 2 else 'b'}]/*[position() = {k % 3 + 1}]"
+                 for k in range(6)}
+    e = Engine()
+    for pid, text in profiles.items():
+        e.add(pid, text)
+    for pid in ("v3", "s1", "n2"):
+        e.remove(pid)
+        del profiles[pid]
+    docs = [f"<a x='{i % 5}'><b y='{i % 3}'>w{i % 4}</b><b y='{(i + 1) % 3}'/></a>".encode()
+            for i in range(70)]
+    for xml in docs:
+        assert e.match(xml) == lxml_matches(profiles, xml)
+    assert e.stats()["native_messages"] >= 64
+    e.remove("v0")
+    del profiles["v0"]
+    e.add("v0", "/a[@x = '0']/b[@y = '2']")
+    profiles["v0"] = "/a[@x = '0']/b[@y = '2']"
+    for xml in docs[:15]:
+        assert e.match(xml) == lxml_matches(profiles, xml)
+    assert any(e.match(xml) for xml in docs)
+
+
 def test_a_child_step_needs_its_parent_child_pair():
     # a, b and x=1 are all in the message, but no <b> is a child of an <a>: the
     # need test already rules the profile out, its path is never checked.
