@@ -10,12 +10,13 @@
  * on the element's ancestors, the '*' steps after on its descendants
  * (block_matches). Profiles are filed under the value the compiler thought rarest,
  * and after 64 messages (then 16 times as many each time) again under the value the
- * messages held least often (rekey); then the blocks and the id strings to report
- * are copied in the order of the lists (relayout_blocks). Everything a candidate's check reads is in
- * one run of words, its block, loaded a few candidates ahead, so that at 100k
- * profiles the check costs about one cache miss; besides the block it only reads
- * the message's own small tables. Nested paths (and guards that read position())
- * are memoised per (nested path, element), so profiles sharing them share the work.
+ * messages held least often (rekey), the blocks copied then in the order of the
+ * lists (relayout_blocks) and the id strings to report into one stretch of memory
+ * (copy_ids). Everything a candidate's check reads is in one run of words, its
+ * block, loaded a few candidates ahead, so that at 100k profiles the check costs
+ * about one cache miss; besides the block it only reads the message's own small
+ * tables. Nested paths (and guards that read position()) are memoised per (nested
+ * path, element), so profiles sharing them share the work.
  * The result is the set of ids of the matching profiles.
  *
  * Block (see Matcher_add_query): query, nsteps, what to report (a PyObject *, two
@@ -545,28 +546,33 @@ static void set_block_ids(Matcher *m, const Query *q)
     memcpy(m->blocks.a + q->block + 2, &ids, sizeof ids);
 }
 
-/* Replace q's ids with equal strings made now. Reporting touches each matching id
- * string (its hash, its reference count); the ones the profiles were added with lie
- * all over the heap, one page and cache miss each, while copies made one after
- * another, in the order the candidates are checked, sit together. */
-static int copy_ids(Matcher *m, Query *q)
+/* Replace every query's ids with equal strings made one after another. Reporting
+ * touches each matching id string (its hash, its reference count); the ones the
+ * profiles were added with lie all over the heap, one page and cache miss each,
+ * while the copies sit together (100k of them in a few MB). */
+static int copy_ids(Matcher *m)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(q->ids);
-    PyObject *copy = PyTuple_New(n);
-    if (!copy)
-        return -1;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        PyObject *u = PyTuple_GET_ITEM(q->ids, j);
-        PyObject *c = PyUnicode_FromKindAndData(PyUnicode_KIND(u), PyUnicode_DATA(u),
-                                                PyUnicode_GET_LENGTH(u));
-        if (!c) {
-            Py_DECREF(copy);
+    for (int32_t k = 0; k < m->nqueries; k++) {
+        Query *q = &m->queries[k];
+        if (!q->ids)
+            continue;
+        Py_ssize_t n = PyTuple_GET_SIZE(q->ids);
+        PyObject *copy = PyTuple_New(n);
+        if (!copy)
             return -1;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *u = PyTuple_GET_ITEM(q->ids, j);
+            PyObject *c = PyUnicode_FromKindAndData(PyUnicode_KIND(u), PyUnicode_DATA(u),
+                                                    PyUnicode_GET_LENGTH(u));
+            if (!c) {
+                Py_DECREF(copy);
+                return -1;
+            }
+            PyTuple_SET_ITEM(copy, j, c);
         }
-        PyTuple_SET_ITEM(copy, j, c);
+        Py_SETREF(q->ids, copy);
+        set_block_ids(m, q);
     }
-    Py_SETREF(q->ids, copy);
-    set_block_ids(m, q);
     return 0;
 }
 
@@ -858,25 +864,27 @@ oom:
     return -1;
 }
 
-/* The posting lists one after another: t = 0 .. 2 * capkeys (see relayout_blocks). */
-static IVec *list_at(Matcher *m, size_t t)
-{
-    return t < m->capkeys ? &m->by_base[t] : t < 2 * m->capkeys ? &m->by_self[t - m->capkeys] : &m->always;
-}
-
 /* Copy the live blocks into a new array in the order the posting lists hold them,
- * then their ids (copy_ids), so that the candidates of one list, checked in that
- * order, read memory forwards (pages and cache lines shared, and ahead of a
- * sequential prefetcher) rather than all over the blocks of 100k profiles. A
- * discarded query's block is dropped. */
+ * so that the candidates of one list, checked in that order, read memory forwards
+ * (pages and cache lines shared, and ahead of a sequential prefetcher) rather than
+ * all over the blocks of 100k profiles. A discarded query's block is dropped. */
 static int relayout_blocks(Matcher *m)
 {
     IVec out = {0};
     if (ivec_reserve(&out, m->blocks.n) < 0)
         return -1;
     for (size_t t = 0; t < 2 * m->capkeys + 1; t++) {
-        int32_t *a = list_at(m, t)->a, n = list_at(m, t)->n;
+        const IVec *list = t < m->capkeys ? &m->by_base[t]
+                         : t < 2 * m->capkeys ? &m->by_self[t - m->capkeys] : &m->always;
+        int32_t *a = list->a, n = list->n, ahead = 0;
+        for (int32_t j = 0; j < 8 && ahead < n; j++) /* the blocks lie all over */
+            ahead += 4 + a[ahead + 2] + a[ahead + 3];
         for (int32_t k = 0; k < n; k += 4 + a[k + 2] + a[k + 3]) {
+            if (ahead < n) {
+                if (a[ahead] >= 0)
+                    prefetch_words(m->blocks.a + a[ahead], a[ahead + 1]);
+                ahead += 4 + a[ahead + 2] + a[ahead + 3];
+            }
             if (a[k] < 0)
                 continue;
             int32_t len = a[k + 1];
@@ -887,12 +895,6 @@ static int relayout_blocks(Matcher *m)
     }
     free(m->blocks.a);
     m->blocks = out;
-    for (size_t t = 0; t < 2 * m->capkeys + 1; t++) {
-        int32_t *a = list_at(m, t)->a, n = list_at(m, t)->n;
-        for (int32_t k = 0; k < n; k += 4 + a[k + 2] + a[k + 3])
-            if (a[k] >= 0 && copy_ids(m, &m->queries[m->blocks.a[a[k]]]) < 0)
-                return -1;
-    }
     return 0;
 }
 
@@ -964,7 +966,7 @@ static PyObject *match_loaded(Matcher *m, int r)
     int32_t npresent = m->present_ids.n;
     for (int32_t k = 0; k < npresent; k++)
         m->df[m->present_ids.a[k]]++;
-    if (++m->messages == m->rekey_at && rekey(m) < 0)
+    if (++m->messages == m->rekey_at && (rekey(m) < 0 || copy_ids(m) < 0))
         return PyErr_NoMemory();
     for (int32_t k = 0; k < npresent; k++) {
         if (k + 2 < npresent) { /* the list after next: its first lines */
