@@ -15,10 +15,10 @@ memoised per element, so profiles that share one share the work (see
 run both runtimes against lxml.
 
 The tables only grow: a profile that goes is dropped from the results at once and
-from the tables at the next rebuild, which also files every profile again under the
-rarest of its values as the rarities then stand. It runs when the discarded ones
-outnumber the live ones, or the profiles have doubled since the last one (so its
-cost is amortised over the additions).
+from the tables at the next rebuild, which runs when the discarded ones outnumber
+the live ones (so its cost is amortised over the removals). Adding never rebuilds:
+the C side files the profiles again by what the messages hold, after 64 messages
+and whenever the profiles have doubled since.
 
 >>> from lxml import etree
 >>> from yfilter.compiler import Registry, compile_path
@@ -83,7 +83,6 @@ class NativeIndex:
         self._filed = 0  # profiles filed since the last build
         for steps, ids in self._profiles.values():
             self._file(steps, ids)
-        self._built_with = len(self._profiles)
 
     def __len__(self) -> int:
         return len(self._profiles)
@@ -92,8 +91,6 @@ class NativeIndex:
         """File a profile (``ids`` stays the caller's: it names the profile here)."""
         self._profiles[id(ids)] = (steps, ids)
         self._file(steps, ids)
-        if self._filed >= 2 * max(self._built_with, 32):
-            self._build()
 
     def update(self, ids: set[str]) -> None:
         """Report the profile added with ``ids`` under its current members."""

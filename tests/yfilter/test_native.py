@@ -118,6 +118,23 @@ def test_queries_filed_again_by_what_messages_hold():
     assert e.match(b"<a x='1'><b/></a>") == {"p"}
 
 
+def test_profiles_added_later_are_filed_again_once_they_have_doubled():
+    # After the first filing by what messages hold (message 64), profiles added later
+    # sit under the compiler's key until the profiles have doubled; then the next
+    # message files them all again, with no rebuild on add.
+    e = Engine()
+    e.add("q", "/a[@x = '1'][@y = '2']")
+    doc = b"<a x='1' y='2'><c/></a>"
+    for _ in range(64):
+        assert e.match(doc) == {"q"}
+    e.add("p1", "/a[@x = '1']/b")
+    e.add("p2", "/a[@x = '1']/d")  # three live profiles: more than twice one
+    scanned = e.stats()["native_filed_hits"]
+    assert e.match(doc) == {"q"}
+    assert e.stats()["native_filed_hits"] == scanned + 1  # p1, p2 are under b, d now
+    assert e.match(b"<a x='1'><b/><d/></a>") == {"p1", "p2"}
+
+
 def test_reported_ids_are_copies_made_together_and_stay_exact():
     # At the 64th message the matcher swaps every id it reports for an equal string
     # made then, one after another (fewer cache misses when reporting): results stay

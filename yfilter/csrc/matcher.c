@@ -112,9 +112,11 @@ typedef struct {
     size_t capkeys;
     int32_t nself_keyed;
     /* In how many messages each value was, and when to file the queries again
-     * under their values found least often (rekey). */
+     * under their values found least often (rekey): at message rekey_at, or once
+     * the live queries are twice as many as at the last time. */
     uint32_t *df;
     uint64_t rekey_at;
+    int32_t live_at_rekey;
     int has_edges; /* some query needs a (parent, child) tag pair (edge_value) */
     /* per message */
     Doc doc;
@@ -907,10 +909,14 @@ static int df_less(const Matcher *m, int32_t a, int32_t b)
  * fewest messages so far, its need sorted the same way (the value most likely
  * missing is tested first). The keys the compiler chose (yfilter.keyed.choose_key)
  * only know the profiles; after a few messages the messages themselves tell which
- * values are rare. Runs after 64 messages, then 16 times as many each time. */
+ * values are rare. Runs after 64 messages, then 16 times as many each time, and
+ * after the first time whenever the live queries have doubled (profiles added since
+ * were filed under the compiler's key). */
 static int rekey(Matcher *m)
 {
-    m->rekey_at *= 16;
+    if (m->messages >= m->rekey_at)
+        m->rekey_at *= 16;
+    m->live_at_rekey = m->live;
     IVec *lists = calloc(m->capkeys, sizeof *lists);
     if (!lists)
         return -1;
@@ -966,7 +972,8 @@ static PyObject *match_loaded(Matcher *m, int r)
     int32_t npresent = m->present_ids.n;
     for (int32_t k = 0; k < npresent; k++)
         m->df[m->present_ids.a[k]]++;
-    if (++m->messages == m->rekey_at && (rekey(m) < 0 || copy_ids(m) < 0))
+    int due = ++m->messages >= m->rekey_at || (m->live_at_rekey && m->live > 2 * m->live_at_rekey);
+    if (due && (rekey(m) < 0 || copy_ids(m) < 0))
         return PyErr_NoMemory();
     for (int32_t k = 0; k < npresent; k++) {
         if (k + 2 < npresent) { /* the list after next: its first lines */
