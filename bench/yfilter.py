@@ -9,7 +9,9 @@ profiles (the same paths with 1-2 attribute/text equality predicates and one
 nested path ending in a value comparison). Messages are generated NITF documents
 (DocDepth 6, MaxRepeats 3 by default).
 For each size, in a fresh child process (so memory per profile is measured on a
-clean heap): time to add the profiles, memory, and per message: the engine on XML
+clean heap): time to add the profiles (``Engine.add_many``, the one full garbage
+collection it defers included; up to 100k profiles also ``add`` one by one on another
+engine), memory, and per message: the engine on XML
 bytes (everything a broker does: parse, match, report ids), split into matching
 and reporting, and the engine on decoded ``formats.Message`` tables. In the same
 run: lxml evaluating compiled XPath profiles one by one (measured up to
@@ -69,6 +71,7 @@ def _rss() -> int:
 
 
 DOC_DEPTH, MAX_REPEATS = 6, 3
+ADD_EACH_MAX = 100_000  # sizes at which add one by one is timed too (beside add_many)
 
 
 def _documents(n: int, seed: int) -> list[bytes]:
@@ -174,8 +177,8 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_wa
     rss0 = _rss()
     engine = Engine()
     t = time.process_time()
-    for i, p in enumerate(profiles):
-        engine.add(str(i), p)
+    engine.add_many((str(i), p) for i, p in enumerate(profiles))
+    gc.collect()  # the full pass add_many held back: a process pays it once, later
     add_s = time.process_time() - t
     gc.collect()
     mem = _rss() - rss0
@@ -223,6 +226,12 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_wa
     out["doc_bytes"] = sum(map(len, docs)) / len(docs)
     out["doc_elements"] = sum(len(m) for b in msg_batches for m in b) / (n_docs * passes)
     out["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if n <= ADD_EACH_MAX:  # the peer of add_many, last: its heap is not measured
+        each = Engine()
+        t = time.process_time()
+        for i, p in enumerate(profiles):
+            each.add(str(i), p)
+        out["add_each_s"] = time.process_time() - t
     return out
 
 
@@ -276,15 +285,16 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
 
 
 def table(results: list[dict], fl: dict) -> str:
-    head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'B/prof':>7} {'match%':>7} "
+    head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'1 by 1':>7} {'B/prof':>7} {'match%':>7} "
             f"{'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} {'MB/s':>6} "
             f"{'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x event':>7}")
     lines = [head, "-" * len(head)]
     for r in results:
         mbs = r["doc_bytes"] / 1e6 / r["engine_bytes_s"]
         lx = f"{r['lxml_s'] * 1e6:,.0f}" + ("*" if r["lxml_extrapolated"] else " ")
+        each = f"{r['add_each_s']:.1f}" if "add_each_s" in r else "-"
         lines.append(
-            f"{r['workload']:8} {r['profiles']:>8,} {r['add_s']:>7.1f} "
+            f"{r['workload']:8} {r['profiles']:>8,} {r['add_s']:>7.1f} {each:>7} "
             f"{r['bytes_per_profile']:>7,.0f} {r['match_fraction'] * 100:>6.2f}% "
             f"{r['engine_bytes_s'] * 1e6:>9,.0f} {r['matching_s'] * 1e6:>9,.0f} "
             f"{r['reporting_s'] * 1e6:>9,.0f} {r['engine_message_s'] * 1e6:>8,.0f} "
@@ -294,7 +304,7 @@ def table(results: list[dict], fl: dict) -> str:
                  f"{fl['parse_walk_s'] * 1e6:.0f} us, lxml event parser "
                  f"{fl['event_walk_s'] * 1e6:.0f} us, at the start  (* = lxml extrapolated "
                  "linearly; x floor / x event: against parse + walk / the event parser, each "
-                 "timed in turns with the engine)")
+                 "timed in turns with the engine; add s: add_many, 1 by 1: add in a loop)")
     return "\n".join(lines)
 
 
@@ -319,6 +329,7 @@ def targets(results: list[dict], fl: dict) -> dict:
         r = get(wl, 100_000)
         if r:
             out[f"add_100k_{wl}_s"] = r["add_s"]
+            out[f"add_100k_{wl}_one_by_one_s"] = r["add_each_s"]
             out[f"bytes_per_profile_100k_{wl}"] = r["bytes_per_profile"]
         r = get(wl, 500_000)
         if r:

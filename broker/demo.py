@@ -98,8 +98,7 @@ def reference(profiles: dict[str, tuple[str, str]], docs: list[tuple[str, bytes]
     message id, the documents Q1-Q3 construct, and the names of the messages it
     refuses (they must be dead-lettered)."""
     engine = Engine()
-    for pid, (_, text) in profiles.items():
-        engine.add(pid, text)
+    engine.add_many((pid, text) for pid, (_, text) in profiles.items())
     named = {pid for pid, (name, _) in profiles.items() if name in NAMED}
     result = DemoResult()
     for mid, (name, doc) in zip(ids, docs):

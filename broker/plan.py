@@ -77,10 +77,8 @@ class Plan:
     def __init__(self, spec: PlanSpec) -> None:
         self.spec = spec
         self.engine = Engine()
-        self.delivery: dict[str, str] = {}
-        for pid, (text, topic) in spec.profiles.items():
-            self.engine.add(pid, text)
-            self.delivery[pid] = topic
+        self.engine.add_many((pid, text) for pid, (text, _) in spec.profiles.items())
+        self.delivery = {pid: topic for pid, (_, topic) in spec.profiles.items()}
         self.dictionaries = DictionaryStore(Dictionary.from_json(d) for d in spec.dictionaries.values())
         self.tables: dict[str, RoutingTable] = {}
         for root, links in spec.tables.items():

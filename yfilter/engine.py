@@ -24,7 +24,8 @@ both against lxml. ``Engine(native=False)`` uses the Python runtime throughout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import gc
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from formats.message import Message
@@ -32,7 +33,7 @@ from yfilter import ast
 from yfilter.compiler import Registry, compile_path, path_key
 from yfilter.dfa import DEFAULT_BUDGET, DState, LazyDFA
 from yfilter.document import TableDoc, TreeDoc, parse_xml
-from yfilter.errors import MessageError
+from yfilter.errors import MessageError, ProfileError
 from yfilter.native import NativeIndex
 from yfilter.flwr import Flwr, is_flwr, parse_flwr
 from yfilter.navigate import Session
@@ -135,6 +136,41 @@ class Engine:
         self._set_transform(profile_id, flwr, q.steps)
         if old is not None:
             self._drop(old, profile_id)
+
+    def add_many(self, profiles: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
+        """:meth:`add` each ``(profile_id, text)`` in turn (a mapping gives its items),
+        with Python's cyclic garbage collector paused meanwhile. What the engine builds
+        lives as long as its profiles, so the collector's full passes over it while
+        loading are wasted: at 100k profiles with predicates they took about half of
+        the time of adding them one by one, each a pause of up to a second. Stops at the
+        first bad profile with a ProfileError that names its id; the ones before it
+        stay registered.
+
+        >>> e = Engine()
+        >>> e.add_many({"a": "//a", "b": "//b"})
+        >>> sorted(e.match(b"<a><b/></a>"))
+        ['a', 'b']
+        >>> e.add_many([("c", "//c"), ("bad", "/a/parent::b")])
+        Traceback (most recent call last):
+        ...
+        yfilter.errors.ProfileError: profile 'bad': unsupported axis 'parent::' at column 4
+        >>> sorted(e.match(b"<c/>"))
+        ['c']
+        """
+        items = profiles.items() if isinstance(profiles, Mapping) else profiles
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for profile_id, text in items:
+                try:
+                    self.add(profile_id, text)
+                except ProfileError as err:
+                    named = ProfileError(f"profile {profile_id!r}: {err}")
+                    named.column = err.column
+                    raise named from err
+        finally:
+            if was_enabled:
+                gc.enable()
 
     def remove(self, profile_id: str) -> None:
         """Unregister a profile; ``KeyError`` if it is not registered."""

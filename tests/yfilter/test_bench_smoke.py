@@ -20,6 +20,7 @@ def test_quick_run_with_profile_writes_results(tmp_path, capsys) -> None:
     assert r["x_floor"] == r["engine_bytes_s"] / r["floor_s"]
     assert r["x_event_floor"] == r["engine_bytes_s"] / r["event_floor_s"]
     assert 0 < r["floor_s"] and 0 < r["event_floor_s"]
+    assert r["add_s"] > 0 and r["add_each_s"] > 0  # add_many and its peer, add one by one
     rows = r["profile"]
     assert 0 < len(rows) <= 15
     assert all(0 <= row["own_share"] <= row["cumulative_share"] <= 1.0001 for row in rows)

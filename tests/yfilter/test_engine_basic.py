@@ -1,5 +1,7 @@
 """The Engine contract (DESIGN.md section 4) on small, hand-checked cases."""
 
+import gc
+
 import pytest
 
 from formats import Message
@@ -56,3 +58,38 @@ def test_bad_profile_keeps_the_old_version(engine):
 def test_message_errors(engine, bad):
     with pytest.raises(MessageError):
         engine.match(bad)
+
+
+@pytest.mark.parametrize("as_mapping", [False, True])
+def test_add_many_registers_in_turn_with_the_collector_paused(as_mapping):
+    profiles = {"a": "//a", "b": "/nitf/body/p[@n = 2]", "c": "//a"}
+    seen = []
+
+    def pairs():
+        for pid, text in profiles.items():
+            seen.append(gc.isenabled())
+            yield pid, text
+
+    e = Engine()
+    assert gc.isenabled()
+    e.add_many(profiles if as_mapping else pairs())
+    assert gc.isenabled()  # restored
+    if not as_mapping:
+        assert seen == [False, False, False]
+    assert e.match(DOC) == {"b"} and e.match(b"<a/>") == {"a", "c"}
+
+
+def test_add_many_stops_at_a_bad_profile_and_names_it():
+    e = Engine()
+    with pytest.raises(ProfileError, match=r"^profile 'bad': unsupported axis 'parent::' at column 12$") as err:
+        e.add_many([("q1", "//p"), ("bad", "/nitf/head/parent::x"), ("q3", "//em")])
+    assert err.value.column == 12
+    assert "q1" in e and "bad" not in e and "q3" not in e
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        e.add_many({"q3": "//em"})
+        assert not gc.isenabled()  # a collector paused by the caller stays paused
+    finally:
+        gc.enable()
+    assert e.match(DOC) == {"q1", "q3"}
