@@ -900,6 +900,9 @@ static int relayout_blocks(Matcher *m)
     return 0;
 }
 
+/* The message at which rekey first runs. */
+#define FIRST_REKEY 64
+
 static int df_less(const Matcher *m, int32_t a, int32_t b)
 {
     return m->df[a] < m->df[b];
@@ -972,7 +975,8 @@ static PyObject *match_loaded(Matcher *m, int r)
     int32_t npresent = m->present_ids.n;
     for (int32_t k = 0; k < npresent; k++)
         m->df[m->present_ids.a[k]]++;
-    int due = ++m->messages >= m->rekey_at || (m->live_at_rekey && m->live > 2 * m->live_at_rekey);
+    int due = ++m->messages >= m->rekey_at
+           || (m->rekey_at > FIRST_REKEY && m->live > 2 * m->live_at_rekey);
     if (due && (rekey(m) < 0 || copy_ids(m) < 0))
         return PyErr_NoMemory();
     for (int32_t k = 0; k < npresent; k++) {
@@ -1482,7 +1486,7 @@ static int Matcher_init(Matcher *m, PyObject *args, PyObject *kw)
     }
     Py_INCREF(etype);
     m->element_type = (PyTypeObject *)etype;
-    m->rekey_at = 64;
+    m->rekey_at = FIRST_REKEY;
     return 0;
 }
 
