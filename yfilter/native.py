@@ -18,7 +18,8 @@ The tables only grow: a profile that goes is dropped from the results at once an
 from the tables at the next rebuild, which runs when the discarded ones outnumber
 the live ones (so its cost is amortised over the removals). Adding never rebuilds:
 the C side files the profiles again by what the messages hold, after 64 messages
-and whenever the profiles have doubled since.
+and whenever more than a quarter of them were added or removed since (which also
+drops the removed ones from what a message scans).
 
 >>> from lxml import etree
 >>> from yfilter.compiler import Registry, compile_path

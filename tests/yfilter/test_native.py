@@ -118,21 +118,40 @@ def test_queries_filed_again_by_what_messages_hold():
     assert e.match(b"<a x='1'><b/></a>") == {"p"}
 
 
-def test_profiles_added_later_are_filed_again_once_they_have_doubled():
+def test_profiles_added_later_are_filed_again_once_a_quarter_changed():
     # After the first filing by what messages hold (message 64), profiles added later
-    # sit under the compiler's key until the profiles have doubled; then the next
-    # message files them all again, with no rebuild on add.
+    # sit under the compiler's key until more than a quarter of the profiles have
+    # changed; then the next message files them all again, with no rebuild on add.
     e = Engine()
     e.add("q", "/a[@x = '1'][@y = '2']")
     doc = b"<a x='1' y='2'><c/></a>"
     for _ in range(64):
         assert e.match(doc) == {"q"}
     e.add("p1", "/a[@x = '1']/b")
-    e.add("p2", "/a[@x = '1']/d")  # three live profiles: more than twice one
+    e.add("p2", "/a[@x = '1']/d")
     scanned = e.stats()["native_filed_hits"]
     assert e.match(doc) == {"q"}
     assert e.stats()["native_filed_hits"] == scanned + 1  # p1, p2 are under b, d now
     assert e.match(b"<a x='1'><b/><d/></a>") == {"p1", "p2"}
+
+
+def test_removed_profiles_stop_being_scanned_once_a_quarter_changed():
+    # A removed profile is dropped from the results at once; once more than a quarter
+    # of the profiles have gone, the next message files the rest again without it.
+    e = Engine()
+    for k in range(8):
+        e.add(f"p{k}", f"/a[@x = '1']/c[@n = '{k}']")
+    doc = b"<a x='1'>" + b"".join(b"<c n='%d'/>" % k for k in range(8)) + b"</a>"
+    for _ in range(64):
+        assert e.match(doc) == {f"p{k}" for k in range(8)}
+    scanned = e.stats()["native_filed_hits"]
+    assert e.match(doc) == {f"p{k}" for k in range(8)}
+    assert e.stats()["native_filed_hits"] == scanned + 8
+    for k in range(3):
+        e.remove(f"p{k}")
+    scanned = e.stats()["native_filed_hits"]
+    assert e.match(doc) == {f"p{k}" for k in range(3, 8)}
+    assert e.stats()["native_filed_hits"] == scanned + 5
 
 
 def test_reported_ids_are_copies_made_together_and_stay_exact():

@@ -113,10 +113,11 @@ typedef struct {
     int32_t nself_keyed;
     /* In how many messages each value was, and when to file the queries again
      * under their values found least often (rekey): at message rekey_at, or once
-     * the live queries are twice as many as at the last time. */
+     * the queries added or discarded since the last time (changed) are more than a
+     * quarter of the live ones then. */
     uint32_t *df;
     uint64_t rekey_at;
-    int32_t live_at_rekey;
+    int32_t live_at_rekey, changed;
     int has_edges; /* some query needs a (parent, child) tag pair (edge_value) */
     /* per message */
     Doc doc;
@@ -913,13 +914,16 @@ static int df_less(const Matcher *m, int32_t a, int32_t b)
  * missing is tested first). The keys the compiler chose (yfilter.keyed.choose_key)
  * only know the profiles; after a few messages the messages themselves tell which
  * values are rare. Runs after 64 messages, then 16 times as many each time, and
- * after the first time whenever the live queries have doubled (profiles added since
- * were filed under the compiler's key). */
+ * after the first time whenever the queries added or discarded since are more than
+ * a quarter of the live ones: the added ones were filed under the compiler's key,
+ * the discarded ones are still scanned; filing again drops them (and their blocks,
+ * relayout_blocks). */
 static int rekey(Matcher *m)
 {
     if (m->messages >= m->rekey_at)
         m->rekey_at *= 16;
     m->live_at_rekey = m->live;
+    m->changed = 0;
     IVec *lists = calloc(m->capkeys, sizeof *lists);
     if (!lists)
         return -1;
@@ -976,7 +980,7 @@ static PyObject *match_loaded(Matcher *m, int r)
     for (int32_t k = 0; k < npresent; k++)
         m->df[m->present_ids.a[k]]++;
     int due = ++m->messages >= m->rekey_at
-           || (m->rekey_at > FIRST_REKEY && m->live > 2 * m->live_at_rekey);
+           || (m->rekey_at > FIRST_REKEY && m->changed > m->live_at_rekey / 4);
     if (due && (rekey(m) < 0 || copy_ids(m) < 0))
         return PyErr_NoMemory();
     for (int32_t k = 0; k < npresent; k++) {
@@ -1402,6 +1406,7 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     m->queries[m->nqueries] = (Query){block, key_table, key, ids};
     set_block_ids(m, &m->queries[m->nqueries]);
     m->live++;
+    m->changed++;
     free(w.a);
     free(nb.a);
     free(ns.a);
@@ -1454,6 +1459,7 @@ static PyObject *Matcher_discard(Matcher *m, PyObject *arg)
             list->a[k] = -1;
     Py_CLEAR(q->ids);
     m->live--;
+    m->changed++;
     Py_RETURN_NONE;
 }
 
