@@ -10,10 +10,10 @@ nested path ending in a value comparison). Messages are generated NITF documents
 (DocDepth 6, MaxRepeats 3 by default).
 For each size, in a fresh child process (so memory per profile is measured on a
 clean heap): time to add the profiles (``Engine.add_many``, the one full garbage
-collection it defers included; up to 100k profiles also ``add`` one by one on another
-engine), memory, and per message: the engine on XML
-bytes (everything a broker does: parse, match, report ids), split into matching
-and reporting, and the engine on decoded ``formats.Message`` tables. In the same
+collection it defers included; up to 100k profiles also ``add`` one by one on
+another engine), memory, and per message: the engine on XML bytes (everything a
+broker does: parse, match, report ids), split into matching and reporting, and the
+engine on decoded ``formats.Message`` tables. In the same
 run: lxml evaluating compiled XPath profiles one by one (measured up to
 ``--lxml-max`` profiles, extrapolated linearly beyond and marked so), and the
 floors: lxml parse alone, parse + a walk over every element, and lxml's event
@@ -285,8 +285,8 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
 
 
 def table(results: list[dict], fl: dict) -> str:
-    head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'1 by 1':>7} {'B/prof':>7} {'match%':>7} "
-            f"{'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} {'MB/s':>6} "
+    head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'1 by 1':>7} {'B/prof':>7} "
+            f"{'match%':>7} {'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} {'MB/s':>6} "
             f"{'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x event':>7}")
     lines = [head, "-" * len(head)]
     for r in results:

@@ -81,7 +81,8 @@ def test_add_many_registers_in_turn_with_the_collector_paused(as_mapping):
 
 def test_add_many_stops_at_a_bad_profile_and_names_it():
     e = Engine()
-    with pytest.raises(ProfileError, match=r"^profile 'bad': unsupported axis 'parent::' at column 12$") as err:
+    bad = r"^profile 'bad': unsupported axis 'parent::' at column 12$"
+    with pytest.raises(ProfileError, match=bad) as err:
         e.add_many([("q1", "//p"), ("bad", "/nitf/head/parent::x"), ("q3", "//em")])
     assert err.value.column == 12
     assert "q1" in e and "bad" not in e and "q3" not in e
