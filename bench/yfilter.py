@@ -13,10 +13,9 @@ clean heap): time to add the profiles (``Engine.add_many``, the one full garbage
 collection it defers included; up to 100k profiles also ``add`` one by one on
 another engine), memory, and per message: the engine on XML bytes (everything a
 broker does: parse, match, report ids), split into matching and reporting, and the
-engine on decoded ``formats.Message`` tables. In the same
-run: lxml evaluating compiled XPath profiles one by one (measured up to
-``--lxml-max`` profiles, extrapolated linearly beyond and marked so), and the
-floors: lxml parse alone, parse + a walk over every element, and lxml's event
+engine on decoded ``formats.Message`` tables. In the same run: lxml evaluating
+compiled XPath profiles one by one (measured up to ``--lxml-max`` profiles,
+extrapolated linearly beyond and marked so), and the floors: lxml parse alone, parse + a walk over every element, and lxml's event
 parser (start/end events). Times are CPU time of the measuring process (the
 machine is shared; see ``_per_message``). The "x floor" column divides the engine's
 time by parse + walk timed in the same child, its passes taking turns with the
