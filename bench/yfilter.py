@@ -9,23 +9,23 @@ profiles (the same paths with 1-2 attribute/text equality predicates and one
 nested path ending in a value comparison). Messages are generated NITF documents
 (DocDepth 6, MaxRepeats 3 by default).
 For each size, in a fresh child process (so memory per profile is measured on a
-clean heap): time to add the profiles (``Engine.add_many``, the one full garbage
-collection it defers included; up to 100k profiles also ``add`` one by one on
-another engine), memory, and per message: the engine on XML bytes (everything a
-broker does: parse, match, report ids), split into matching and reporting, and the
-engine on decoded ``formats.Message`` tables. In the same run: lxml evaluating
-compiled XPath profiles one by one (measured up to ``--lxml-max`` profiles,
-extrapolated linearly beyond and marked so), and the floors: lxml parse alone, parse
-+ a walk over every element, and lxml's event parser (start/end events). Times are
-CPU time of the measuring process (the machine is shared; see ``_per_message``). The
-"x floor" column divides the engine's time by parse + walk timed in the same child,
-its passes taking turns with the engine's over the same messages (``_paired``): the
-machine's slow spells, which can double every time for minutes, then fall on both
-sides. "x event" does the same against lxml's event parser (the issue's
-"parse+event-walk" read literally); the gate the project holds itself to is the
-stricter "x floor". The DFA caches are warmed by a pass over other messages of the
-same kind first, as in a broker that has been running; every timed pass then sees
-messages the engine has never seen (so no cache holds their answers).
+clean heap): time to add the profiles (``Engine.add_many``, with the one full
+garbage collection it runs; up to 100k profiles also ``add`` one by one on another
+engine), memory, and per message: the engine on XML bytes (everything a broker does:
+parse, match, report ids), split into matching and reporting, and the engine on
+decoded ``formats.Message`` tables. In the same run: lxml evaluating compiled XPath
+profiles one by one (measured up to ``--lxml-max`` profiles, extrapolated linearly
+beyond and marked so), and the floors: lxml parse alone, parse + a walk over every
+element, and lxml's event parser (start/end events). Times are CPU time of the
+measuring process (the machine is shared; see ``_per_message``). The "x floor"
+column divides the engine's time by parse + walk timed in the same child, its passes
+taking turns with the engine's over the same messages (``_paired``): the machine's
+slow spells, which can double every time for minutes, then fall on both sides. "x
+event" does the same against lxml's event parser (the issue's "parse+event-walk"
+read literally); the gate the project holds itself to is the stricter "x floor". The
+DFA caches are warmed by a pass over other messages of the same kind first, as in a
+broker that has been running; every timed pass then sees messages the engine has
+never seen (so no cache holds their answers).
 Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot. With
 ``--profile``, also where the engine's time goes at each size: the functions with the
 most own time under cProfile while it matches the timed messages (printed, and kept
@@ -176,8 +176,7 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_wa
     rss0 = _rss()
     engine = Engine()
     t = time.process_time()
-    engine.add_many((str(i), p) for i, p in enumerate(profiles))
-    gc.collect()  # the full pass add_many held back: a process pays it once, later
+    engine.add_many((str(i), p) for i, p in enumerate(profiles))  # one full collection included
     add_s = time.process_time() - t
     gc.collect()
     mem = _rss() - rss0

@@ -94,3 +94,24 @@ def test_add_many_stops_at_a_bad_profile_and_names_it():
     finally:
         gc.enable()
     assert e.match(DOC) == {"q1", "q3"}
+
+
+def test_add_many_collects_once_after_a_batch_larger_than_a_quarter_of_the_engine(monkeypatch):
+    # The full collection Python would soon start anyway runs once, at the end, when
+    # the batch is more than a quarter of the profiles already there; a small batch
+    # into a large engine runs none (a full pass costs time in proportion to the heap).
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(args))
+    e = Engine()
+    e.add_many({f"p{k}": f"//a{k}" for k in range(40)})
+    assert collections == [()]
+    e.add_many({f"q{k}": f"//b{k}" for k in range(10)})  # 10 of 40: not more than a quarter
+    assert collections == [()]
+    e.add_many({f"r{k}": f"//c{k}" for k in range(13)})  # 13 of 50
+    assert collections == [(), ()]
+    gc.disable()
+    try:
+        e.add_many({f"s{k}": f"//d{k}" for k in range(100)})  # the caller's to manage
+    finally:
+        gc.enable()
+    assert collections == [(), ()] and len(e) == 163
