@@ -44,6 +44,10 @@ from yfilter.transform import Transform
 
 MessageLike = bytes | bytearray | memoryview | str | Message
 
+# add_many runs a full collection after this many profiles or more (fewer are young
+# objects whose later passes are short, while a full pass costs the whole heap).
+COLLECT_AFTER = 1000
+
 
 @dataclass(eq=False)
 class _Query:
@@ -143,12 +147,13 @@ class Engine:
         lives as long as its profiles, so the collector's passes over it while loading
         are wasted: at 100k profiles with predicates they took about half of the time of
         adding them one by one, each a pause of up to 1.6 s. When the profiles added
-        are more than a quarter of those already there, one full collection follows (the
-        one Python would soon start anyway): the new objects then count as long-lived,
-        rather than being passed over three times (young, middle, old generation) at
-        random moments later, while messages are matched. Stops at the first bad
-        profile with a ProfileError that names its id; the ones before it stay
-        registered. A collector the caller paused stays paused and is left alone.
+        are at least ``COLLECT_AFTER`` and more than a quarter of those already there,
+        one full collection follows (the one Python would soon start anyway): the new
+        objects then count as long-lived, rather than being passed over three times
+        (young, middle, old generation) at random moments later, while messages are
+        matched. Stops at the first bad profile with a ProfileError that names its id;
+        the ones before it stay registered. A collector the caller paused stays paused
+        and is left alone.
 
         >>> e = Engine()
         >>> e.add_many({"a": "//a", "b": "//b"})
@@ -174,7 +179,7 @@ class Engine:
                     named.column = err.column
                     raise named from err
                 added += 1
-            if was_enabled and added > before // 4:
+            if was_enabled and added >= COLLECT_AFTER and added > before // 4:
                 gc.collect()
         finally:
             if was_enabled:

@@ -6,6 +6,7 @@ import pytest
 
 from formats import Message
 from yfilter import Engine, MessageError, ProfileError
+from yfilter import engine as engine_module
 
 DOC = (b"<nitf><head><pubdata edition.area='SF'/><title>Hi</title></head>"
        b"<body><p n='1'>a</p><p n='2'>b<em>x</em></p></body></nitf>")
@@ -98,12 +99,15 @@ def test_add_many_stops_at_a_bad_profile_and_names_it():
 
 def test_add_many_collects_once_after_a_batch_larger_than_a_quarter_of_the_engine(monkeypatch):
     # The full collection Python would soon start anyway runs once, at the end, when
-    # the batch is more than a quarter of the profiles already there; a small batch
-    # into a large engine runs none (a full pass costs time in proportion to the heap).
+    # the batch is large and more than a quarter of the profiles already there; a small
+    # batch runs none (a full pass costs time in proportion to the whole heap).
     collections = []
     monkeypatch.setattr(gc, "collect", lambda *args: collections.append(args))
+    monkeypatch.setattr(engine_module, "COLLECT_AFTER", 10)
     e = Engine()
-    e.add_many({f"p{k}": f"//a{k}" for k in range(40)})
+    e.add_many({f"p{k}": f"//a{k}" for k in range(9)})  # fewer than COLLECT_AFTER
+    assert collections == []
+    e.add_many({f"p{k}": f"//a{k}" for k in range(9, 40)})
     assert collections == [()]
     e.add_many({f"q{k}": f"//b{k}" for k in range(10)})  # 10 of 40: not more than a quarter
     assert collections == [()]
