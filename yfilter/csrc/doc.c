@@ -345,6 +345,13 @@ static size_t gather_table(const Doc *d, int32_t i, char *out)
     return at;
 }
 
+/* Element i's string-value into out (NULL: only its length), from the tree or the
+ * columns it was loaded from. */
+static size_t gather_value(const Doc *d, int32_t i, char *out)
+{
+    return d->table ? gather_table(d, i, out) : gather(d->el[i].node, out);
+}
+
 Span doc_string_value(Doc *d, int32_t i)
 {
     if (d->sv_ok[i])
@@ -354,14 +361,11 @@ Span doc_string_value(Doc *d, int32_t i)
     if (e->end == i + 1 && e->ntext <= 1) {  /* no element below: its one text node */
         s = e->ntext ? d->tx[e->text0].s : (Span){"", 0};
     } else {
-        size_t n = d->table ? gather_table(d, i, NULL) : gather(e->node, NULL);
+        size_t n = gather_value(d, i, NULL);
         char *buf = arena_alloc(&d->arena, n ? n : 1);
         if (!buf)
             return (Span){NULL, 0};
-        if (d->table)
-            gather_table(d, i, buf);
-        else
-            gather(e->node, buf);
+        gather_value(d, i, buf);
         s = (Span){buf, n};
     }
     d->sv[i] = s;

@@ -672,6 +672,12 @@ static inline void prefetch_words(const int32_t *a, int32_t n)
         __builtin_prefetch(a + at);
 }
 
+/* The words of the posting record at r: block, length, nbase, nself, then its need. */
+static inline int32_t record_words(const int32_t *r)
+{
+    return 4 + r[2] + r[3];
+}
+
 /* Add to m->cands the blocks (offset, length) of the queries of a posting list whose
  * whole need the message meets. */
 static void take_candidates(Matcher *m, const IVec *list)
@@ -845,7 +851,7 @@ static int record_cmp(const void *x, const void *y, void *list)
 static int sort_records(IVec *list)
 {
     IVec at = {0}, out = {0};
-    for (int32_t k = 0; k < list->n; k += 4 + list->a[k + 2] + list->a[k + 3])
+    for (int32_t k = 0; k < list->n; k += record_words(list->a + k))
         if (ivec_push(&at, k) < 0)
             goto oom;
     qsort_r(at.a, (size_t)at.n, sizeof *at.a, record_cmp, list->a);
@@ -853,7 +859,7 @@ static int sort_records(IVec *list)
         goto oom;
     for (int32_t r = 0; r < at.n; r++) {
         const int32_t *rec = list->a + at.a[r];
-        int32_t words = 4 + rec[2] + rec[3];
+        int32_t words = record_words(rec);
         memcpy(out.a + out.n, rec, (size_t)words * sizeof *rec);
         out.n += words;
     }
@@ -867,6 +873,27 @@ oom:
     return -1;
 }
 
+/* Append the live blocks of a posting list's records to out, in their order, and
+ * point the records and their queries at the copies. */
+static void relayout_list(Matcher *m, IVec *list, IVec *out)
+{
+    int32_t *a = list->a, ahead = 0;
+    for (int32_t j = 0; j < 8 && ahead < list->n; j++) /* the blocks lie all over */
+        ahead += record_words(a + ahead);
+    for (int32_t k = 0; k < list->n; k += record_words(a + k)) {
+        if (ahead < list->n) {
+            if (a[ahead] >= 0)
+                prefetch_words(m->blocks.a + a[ahead], a[ahead + 1]);
+            ahead += record_words(a + ahead);
+        }
+        if (a[k] < 0)
+            continue;
+        memcpy(out->a + out->n, m->blocks.a + a[k], (size_t)a[k + 1] * sizeof *out->a);
+        m->queries[out->a[out->n]].block = a[k] = out->n;
+        out->n += a[k + 1];
+    }
+}
+
 /* Copy the live blocks into a new array in the order the posting lists hold them,
  * so that the candidates of one list, checked in that order, read memory forwards
  * (pages and cache lines shared, and ahead of a sequential prefetcher) rather than
@@ -876,26 +903,11 @@ static int relayout_blocks(Matcher *m)
     IVec out = {0};
     if (ivec_reserve(&out, m->blocks.n) < 0)
         return -1;
-    for (size_t t = 0; t < 2 * m->capkeys + 1; t++) {
-        const IVec *list = t < m->capkeys ? &m->by_base[t]
-                         : t < 2 * m->capkeys ? &m->by_self[t - m->capkeys] : &m->always;
-        int32_t *a = list->a, n = list->n, ahead = 0;
-        for (int32_t j = 0; j < 8 && ahead < n; j++) /* the blocks lie all over */
-            ahead += 4 + a[ahead + 2] + a[ahead + 3];
-        for (int32_t k = 0; k < n; k += 4 + a[k + 2] + a[k + 3]) {
-            if (ahead < n) {
-                if (a[ahead] >= 0)
-                    prefetch_words(m->blocks.a + a[ahead], a[ahead + 1]);
-                ahead += 4 + a[ahead + 2] + a[ahead + 3];
-            }
-            if (a[k] < 0)
-                continue;
-            int32_t len = a[k + 1];
-            memcpy(out.a + out.n, m->blocks.a + a[k], (size_t)len * sizeof *out.a);
-            m->queries[out.a[out.n]].block = a[k] = out.n;
-            out.n += len;
-        }
-    }
+    for (size_t v = 0; v < m->capkeys; v++)
+        relayout_list(m, &m->by_base[v], &out);
+    for (size_t v = 0; v < m->capkeys; v++)
+        relayout_list(m, &m->by_self[v], &out);
+    relayout_list(m, &m->always, &out);
     free(m->blocks.a);
     m->blocks = out;
     return 0;
@@ -929,7 +941,7 @@ static int rekey(Matcher *m)
         return -1;
     for (size_t v = 0; v < m->vocab.n; v++) {
         int32_t *a = m->by_base[v].a;
-        for (int32_t k = 0; k < m->by_base[v].n; k += 4 + a[k + 2] + a[k + 3]) {
+        for (int32_t k = 0; k < m->by_base[v].n; k += record_words(a + k)) {
             if (a[k] < 0)
                 continue;
             int32_t *need = a + k + 4, nb = a[k + 2];
@@ -1454,7 +1466,7 @@ static PyObject *Matcher_discard(Matcher *m, PyObject *arg)
     if (!q)
         return NULL;
     IVec *list = posting_list(m, q->key_table, q->key);
-    for (int32_t k = 0; k < list->n; k += 4 + list->a[k + 2] + list->a[k + 3])
+    for (int32_t k = 0; k < list->n; k += record_words(list->a + k))
         if (list->a[k] == q->block)
             list->a[k] = -1;
     Py_CLEAR(q->ids);
