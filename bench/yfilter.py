@@ -284,8 +284,8 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
 
 def table(results: list[dict], fl: dict) -> str:
     head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'1 by 1':>7} {'B/prof':>7} "
-            f"{'match%':>7} {'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} {'MB/s':>6} "
-            f"{'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x event':>7}")
+            f"{'match%':>7} {'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} "
+            f"{'MB/s':>6} {'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x event':>7}")
     lines = [head, "-" * len(head)]
     for r in results:
         mbs = r["doc_bytes"] / 1e6 / r["engine_bytes_s"]
