@@ -214,6 +214,33 @@ def test_a_child_step_needs_its_parent_child_pair():
     assert e.match(b"<a><b x='1'/></a>") == {"p"}
 
 
+# Many <a> and <b> elements, few holding each value: block_matches starts from the
+# elements holding the value its profile requires on a step (its anchor).
+_ANCHOR_DOCS = [
+    b"<r x='1'><a><b/></a><a x='1'/><a><b/></a><a>t<c><b/></c></a></r>",
+    b"<r><a x='1'><b/></a><a><b/></a><a><b/></a><a>t<b/>u</a></r>",
+    b"<r><s x='1'/><a><b x='1'/></a><a><b/></a><a><b/>t</a></r>",
+]
+
+
+@pytest.mark.parametrize("profile", [
+    "//a[@x = '1']/b",             # the anchored element needs its child too
+    "/r[@x = '1']/a",              # anchored at the root: an inner x=1 is no root
+    "/r/a[@x = '1']",
+    "//a[text() = 'u']/b",         # the second text node of mixed content
+    "//a[text() = 't']//b",        # a descendant below the anchor
+    "//*[@x = '1']/b",
+    "//a[not(@x = '1')]/b",        # under not(): no anchor
+    "//a[@x = '1' or @x = '2']/b",  # under or: no anchor
+    "//r/*[@x = '1'][b]",
+    "/r/a[b]/b[@x = '1']",
+])
+def test_anchored_at_a_value_as_xpath_says(profile):
+    index = _index(profile)
+    for xml in _ANCHOR_DOCS:
+        expected = lxml_matches({"p0": profile}, xml)
+        assert index.match(etree.fromstring(xml)) == expected, xml
+
 def test_stats_count_the_work_per_message():
     e = Engine()
     e.add("a", "/a[@x = '1']")

@@ -6,9 +6,9 @@
  * take the profiles filed under a value the message holds whose whole need it holds
  * too (the same necessary test as yfilter.keyed, plus the (parent, child) tag pairs
  * of its child steps), and check each such candidate's path and predicates on the
- * document: from each element with the tag of its last named step, the steps before
- * on the element's ancestors, the '*' steps after on its descendants
- * (block_matches). Profiles are filed under the value the compiler thought rarest,
+ * document: from each element with the tag of its last named step (or, where fewer,
+ * holding the attribute or text its anchor step requires), the steps before on the
+ * element's ancestors, the steps after on its descendants (block_matches). Profiles are filed under the value the compiler thought rarest,
  * and after 64 messages (then 16 times as many each time) again under the value the
  * messages held least often (rekey), the blocks copied then in the order of the
  * lists (relayout_blocks) and the id strings to report into one stretch of memory
@@ -19,9 +19,9 @@
  * path, element), so profiles sharing them share the work.
  * The result is the set of ids of the matching profiles.
  *
- * Block (see Matcher_add_query): query, nsteps, what to report (a PyObject *, two
- * words: the id, or the tuple of ids when there are several), then per step axis,
- * test, guard:
+ * Block (see Matcher_add_query): query, nsteps, anchor step and its value (anchor_of;
+ * -1 -1: none), what to report (a PyObject *, two words: the id, or the tuple of ids
+ * when there are several), then per step axis, test, guard:
  *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
  * where a pred is its predicate code copied, a nested path's as
  *   NESTED_IN len rel nsteps (axis test guard)*   (its steps inline, same layout).
@@ -125,6 +125,12 @@ typedef struct {
     uint32_t *present, *self_present, *tag_gen;
     int32_t *tag_start, *tag_count; /* where each tag's elements are in tagged */
     IVec present_ids, self_ids, tags, tagged;
+    /* the same for the elements holding each attribute (its atom) and text node value,
+     * when some query is anchored at one (has_anchors) */
+    uint32_t *val_gen;
+    int32_t *val_start, *val_count;
+    IVec vals, valued;
+    int has_anchors;
     IVec cands;     /* blocks (offset, length) of the queries whose need the message meets */
     PyObject **idv; /* what the matching ones report (see block_ids) */
     size_t capidv;
@@ -146,10 +152,12 @@ static int fit_keys(Matcher *m)
     size_t need = m->vocab.n, cap = m->capkeys;
     void **arrays[] = {(void **)&m->by_base, (void **)&m->by_self, (void **)&m->present,
                        (void **)&m->self_present, (void **)&m->tag_gen, (void **)&m->tag_start,
-                       (void **)&m->tag_count, (void **)&m->df};
+                       (void **)&m->tag_count, (void **)&m->df, (void **)&m->val_gen,
+                       (void **)&m->val_start, (void **)&m->val_count};
     size_t sizes[] = {sizeof(IVec), sizeof(IVec), sizeof(uint32_t), sizeof(uint32_t),
-                      sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t), sizeof(uint32_t)};
-    for (int k = 0; k < 8; k++) {
+                      sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t), sizeof(uint32_t),
+                      sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t)};
+    for (int k = 0; k < 11; k++) {
         size_t c = m->capkeys; /* each array grows from the common capacity */
         if (grow_array(arrays[k], &c, need, sizes[k]) < 0)
             return -1;
@@ -533,12 +541,13 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
 }
 
 /* Where a block's steps start, after the query, nsteps and the ids to report. */
-#define BLOCK_STEPS (2 + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
+#define BLOCK_IDS 4
+#define BLOCK_STEPS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
 
 static inline PyObject *block_ids(const int32_t *b)
 {
     PyObject *ids;
-    memcpy(&ids, b + 2, sizeof ids);
+    memcpy(&ids, b + BLOCK_IDS, sizeof ids);
     return ids;
 }
 
@@ -546,7 +555,7 @@ static inline PyObject *block_ids(const int32_t *b)
 static void set_block_ids(Matcher *m, const Query *q)
 {
     PyObject *ids = PyTuple_GET_SIZE(q->ids) == 1 ? PyTuple_GET_ITEM(q->ids, 0) : q->ids;
-    memcpy(m->blocks.a + q->block + 2, &ids, sizeof ids);
+    memcpy(m->blocks.a + q->block + BLOCK_IDS, &ids, sizeof ids);
 }
 
 /* Replace every query's ids with equal strings made one after another. Reporting
@@ -607,9 +616,22 @@ static int binds(Matcher *m, const int32_t *const *st, int32_t i, int32_t e)
     return 0;
 }
 
+/* Does step 'at' of the n steps st[] bind one of the count elements at a, the steps
+ * before it the element's ancestors, the steps after it something below it? */
+static int binds_one(Matcher *m, const int32_t *const *st, int32_t n, int32_t at,
+                     const int32_t *a, int32_t count)
+{
+    for (int32_t k = 0; k < count; k++)
+        if (binds(m, st, at, a[k]) && (at == n - 1 || exists_in(m, st[at + 1], n - 1 - at, a[k])))
+            return 1;
+    return 0;
+}
+
 /* Does the path of the query whose block is at b bind an element? Bottom up: from
- * each element the last step could select, the steps before it checked on its
- * ancestors (on the message's own small tables; nested paths memoised). */
+ * the elements the last step that names a tag could select, or, when fewer hold it,
+ * those holding the value of its anchor (anchor_of), the steps before checked on
+ * their ancestors, the steps after on their descendants (on the message's own small
+ * tables; nested paths memoised). */
 static int block_matches(Matcher *m, const int32_t *b)
 {
     int32_t n = b[1];
@@ -623,23 +645,28 @@ static int block_matches(Matcher *m, const int32_t *b)
         st[i] = w;
         w += 2 + guard_size(w + 2);
     }
-    /* Anchored at the last step that names a tag: from each element with that tag,
-     * the steps up to it on the element's ancestors, the steps after it (all '*')
-     * on its descendants. */
     int found = 0;
     if (st[0][0] == AXIS_CHILD && !step_holds(m, st[0], 0))
         goto done;
     int32_t at = n - 1;
     while (at > 0 && st[at][1] < 0)
         at--;
-    int32_t test = st[at][1];
-    if (test < 0) {
+    int32_t test = st[at][1], anchor = b[2], value = b[3];
+    int32_t ntagged = test < 0 ? -1 : m->tag_gen[test] == m->gen ? m->tag_count[test] : 0;
+    if (anchor >= 0) {
+        int32_t nvalued = m->val_gen[value] == m->gen ? m->val_count[value] : 0;
+        if (!nvalued)
+            goto done;
+        if (ntagged < 0 || nvalued < ntagged) {
+            found = binds_one(m, st, n, anchor, m->valued.a + m->val_start[value], nvalued);
+            goto done;
+        }
+    }
+    if (ntagged > 0) {
+        found = binds_one(m, st, n, at, m->tagged.a + m->tag_start[test], ntagged);
+    } else if (ntagged < 0) {
         for (int32_t e = 0; e < (int32_t)m->doc.nel && !found; e++)
             found = binds(m, st, n - 1, e);
-    } else if (m->tag_gen[test] == m->gen) {
-        const int32_t *a = m->tagged.a + m->tag_start[test];
-        for (int32_t k = 0; k < m->tag_count[test] && !found; k++)
-            found = binds(m, st, at, a[k]) && (at == n - 1 || exists_in(m, st[at + 1], n - 1 - at, a[k]));
     }
 done:
     if (st != stack)
@@ -790,6 +817,57 @@ static int32_t edge_value(Matcher *m, int32_t parent, int32_t child, int add)
     return id;
 }
 
+/* The ids of the attributes and text nodes of element e, to f (with arg). */
+static void each_value(const Doc *d, int32_t e, void (*f)(Matcher *, int32_t, int32_t), Matcher *m)
+{
+    const Elem *el = &d->el[e];
+    for (int32_t k = 0; k < el->nattr; k++)
+        if (d->at[el->attr0 + k].atom >= 0)
+            f(m, d->at[el->attr0 + k].atom, e);
+    for (int32_t k = 0; k < el->ntext; k++)
+        if (d->tx[el->text0 + k].id >= 0)
+            f(m, d->tx[el->text0 + k].id, e);
+}
+
+static void count_value(Matcher *m, int32_t v, int32_t e)
+{
+    if (m->val_gen[v] != m->gen) {
+        m->val_gen[v] = m->gen;
+        m->val_count[v] = 0;
+        if (ivec_push(&m->vals, v) < 0)
+            m->failed = 1;
+    }
+    m->val_count[v]++;
+}
+
+static void place_value(Matcher *m, int32_t v, int32_t e)
+{
+    m->valued.a[m->val_start[v] + m->val_count[v]++] = e;
+}
+
+/* List the message's elements by the values of their attributes and text nodes
+ * (the anchors of block_matches), as index_message lists them by tag. */
+static void index_values(Matcher *m)
+{
+    const Doc *d = &m->doc;
+    m->vals.n = 0;
+    for (int32_t e = 0; e < (int32_t)d->nel; e++)
+        each_value(d, e, count_value, m);
+    int32_t at = 0;
+    for (int32_t k = 0; k < m->vals.n; k++) {
+        int32_t v = m->vals.a[k];
+        m->val_start[v] = at;
+        at += m->val_count[v];
+        m->val_count[v] = 0;
+    }
+    if (ivec_reserve(&m->valued, at) < 0) {
+        m->failed = 1;
+        return;
+    }
+    for (int32_t e = 0; e < (int32_t)d->nel; e++)
+        each_value(d, e, place_value, m);
+}
+
 /* Mark the values the message holds and list its elements by tag (for sel_start). */
 static void index_message(Matcher *m)
 {
@@ -832,6 +910,8 @@ static void index_message(Matcher *m)
         if (t >= 0)
             m->tagged.a[m->tag_start[t] + m->tag_count[t]++] = e;
     }
+    if (m->has_anchors)
+        index_values(m);
 }
 
 /* Records by their need after the key (the value next most likely missing first):
@@ -1365,6 +1445,32 @@ static IVec *posting_list(Matcher *m, int32_t table, int32_t key)
     return table == KEY_BASE ? &m->by_base[key] : table == KEY_SELF ? &m->by_self[key] : &m->always;
 }
 
+/* The anchor of a query whose (axis, test, guard) steps are w, to out[0] and out[1]:
+ * its deepest step whose guard requires an attribute or a text node to equal a
+ * literal, and that value (-1, -1: none). Only elements holding the value can bind
+ * the step; where they are fewer than those with the tag of its last named step,
+ * block_matches starts from them. */
+static void anchor_of(const Matcher *m, const IVec *w, int32_t *out)
+{
+    out[0] = out[1] = -1;
+    for (int32_t k = 0; k < w->n; k += 3) {
+        int32_t g = w->a[k + 2];
+        if (g < 0)
+            continue;
+        const Guard *gd = &m->guards[g];
+        for (int32_t j = 0; j < gd->npreds; j++) {
+            const int32_t *c = m->code.a + m->guard_preds.a[gd->preds + j];
+            if (c[0] == OP_ATTR && c[2] == CMP_SEQ) {
+                out[0] = k / 3;
+                out[1] = c[4];
+            } else if (c[0] == OP_TEXT && c[1] == CMP_SEQ) {
+                out[0] = k / 3;
+                out[1] = c[2];
+            }
+        }
+    }
+}
+
 static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
 {
     PyObject *steps, *need, *selves, *ids;
@@ -1398,6 +1504,8 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         goto oom;
     m->blocks.a[block] = m->nqueries;
     m->blocks.a[block + 1] = w.n / 3;
+    anchor_of(m, &w, m->blocks.a + block + 2);
+    m->has_anchors |= m->blocks.a[block + 2] >= 0;
     m->blocks.n = block + BLOCK_STEPS;
     if (emit_steps(m, &m->blocks, &w) < 0)
         goto oom_block;
@@ -1527,6 +1635,11 @@ static void Matcher_dealloc(Matcher *m)
     free(m->tag_count);
     free(m->tags.a);
     free(m->tagged.a);
+    free(m->vals.a);
+    free(m->valued.a);
+    free(m->val_gen);
+    free(m->val_start);
+    free(m->val_count);
     free(m->present_ids.a);
     free(m->self_ids.a);
     free(m->code.a);
