@@ -540,9 +540,11 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
     return v;
 }
 
-/* Where a block's steps start, after the query, nsteps and the ids to report. */
-#define BLOCK_IDS 4
-#define BLOCK_STEPS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
+/* A block's header: query, nsteps, anchor step and value, its last step that names a
+ * tag (0 if none does), the ids to report, then where each step is (its offset in
+ * the block); the steps follow. */
+#define BLOCK_IDS 5
+#define BLOCK_OFFSETS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
 
 static inline PyObject *block_ids(const int32_t *b)
 {
@@ -594,12 +596,18 @@ static inline int step_holds(Matcher *m, const int32_t *s, int32_t e)
     return name_ok(&m->doc, e, s[1]) && (s[2] == G_NONE || guard_ok(m, s + 2, e));
 }
 
-/* Does step i of the steps at st[] bind e, and the steps before it e's ancestors, as
+/* Step i of the block at b: axis, test, guard. */
+static inline const int32_t *block_step(const int32_t *b, int32_t i)
+{
+    return b + b[BLOCK_OFFSETS + i];
+}
+
+/* Does step i of the block at b bind e, and the steps before it e's ancestors, as
  * their axes say? A first step on the child axis (it binds the root only) is taken
  * as checked on the root (block_matches checks it first). */
-static int binds(Matcher *m, const int32_t *const *st, int32_t i, int32_t e)
+static int binds(Matcher *m, const int32_t *b, int32_t i, int32_t e)
 {
-    const int32_t *s = st[i]; /* axis, test, guard */
+    const int32_t *s = block_step(b, i);
     if (i == 0 && s[0] == AXIS_CHILD)
         return e == 0;
     if (!step_holds(m, s, e))
@@ -609,69 +617,49 @@ static int binds(Matcher *m, const int32_t *const *st, int32_t i, int32_t e)
     const Elem *el = m->doc.el;
     int32_t p = el[e].parent;
     if (s[0] == AXIS_CHILD)
-        return p >= 0 && binds(m, st, i - 1, p);
+        return p >= 0 && binds(m, b, i - 1, p);
     for (; p >= 0; p = el[p].parent)
-        if (binds(m, st, i - 1, p))
+        if (binds(m, b, i - 1, p))
             return 1;
     return 0;
 }
 
-/* Does step 'at' of the n steps st[] bind one of the count elements at a, the steps
+/* Does step 'at' of the block at b bind one of the count elements at a, the steps
  * before it the element's ancestors, the steps after it something below it? */
-static int binds_one(Matcher *m, const int32_t *const *st, int32_t n, int32_t at,
-                     const int32_t *a, int32_t count)
+static int binds_one(Matcher *m, const int32_t *b, int32_t at, const int32_t *a, int32_t count)
 {
+    int32_t below = b[1] - 1 - at;
     for (int32_t k = 0; k < count; k++)
-        if (binds(m, st, at, a[k]) && (at == n - 1 || exists_in(m, st[at + 1], n - 1 - at, a[k])))
+        if (binds(m, b, at, a[k]) && (!below || exists_in(m, block_step(b, at + 1), below, a[k])))
             return 1;
     return 0;
 }
 
 /* Does the path of the query whose block is at b bind an element? Bottom up: from
- * the elements the last step that names a tag could select, or, when fewer hold it,
+ * the elements its last step that names a tag could select, or, when fewer hold it,
  * those holding the value of its anchor (anchor_of), the steps before checked on
  * their ancestors, the steps after on their descendants (on the message's own small
  * tables; nested paths memoised). */
 static int block_matches(Matcher *m, const int32_t *b)
 {
-    int32_t n = b[1];
-    const int32_t *stack[16], **st = stack;
-    if (n > 16 && !(st = malloc((size_t)n * sizeof *st))) {
-        m->failed = 1;
+    const int32_t *first = block_step(b, 0);
+    if (first[0] == AXIS_CHILD && !step_holds(m, first, 0))
         return 0;
-    }
-    const int32_t *w = b + BLOCK_STEPS;
-    for (int32_t i = 0; i < n; i++) {
-        st[i] = w;
-        w += 2 + guard_size(w + 2);
-    }
-    int found = 0;
-    if (st[0][0] == AXIS_CHILD && !step_holds(m, st[0], 0))
-        goto done;
-    int32_t at = n - 1;
-    while (at > 0 && st[at][1] < 0)
-        at--;
-    int32_t test = st[at][1], anchor = b[2], value = b[3];
+    int32_t anchor = b[2], value = b[3], at = b[4], test = block_step(b, at)[1];
     int32_t ntagged = test < 0 ? -1 : m->tag_gen[test] == m->gen ? m->tag_count[test] : 0;
     if (anchor >= 0) {
         int32_t nvalued = m->val_gen[value] == m->gen ? m->val_count[value] : 0;
         if (!nvalued)
-            goto done;
-        if (ntagged < 0 || nvalued < ntagged) {
-            found = binds_one(m, st, n, anchor, m->valued.a + m->val_start[value], nvalued);
-            goto done;
-        }
+            return 0;
+        if (ntagged < 0 || nvalued < ntagged)
+            return binds_one(m, b, anchor, m->valued.a + m->val_start[value], nvalued);
     }
-    if (ntagged > 0) {
-        found = binds_one(m, st, n, at, m->tagged.a + m->tag_start[test], ntagged);
-    } else if (ntagged < 0) {
-        for (int32_t e = 0; e < (int32_t)m->doc.nel && !found; e++)
-            found = binds(m, st, n - 1, e);
-    }
-done:
-    if (st != stack)
-        free(st);
-    return found;
+    if (ntagged > 0)
+        return binds_one(m, b, at, m->tagged.a + m->tag_start[test], ntagged);
+    for (int32_t e = 0; ntagged < 0 && e < (int32_t)m->doc.nel; e++)
+        if (binds(m, b, b[1] - 1, e))
+            return 1;
+    return 0;
 }
 
 static void mark(Matcher *m, uint32_t *stamps, IVec *list, int32_t id)
@@ -1499,18 +1487,27 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         }
     if (grow_array((void **)&m->queries, &m->capqueries, m->nqueries + 1, sizeof *m->queries) < 0)
         goto oom;
-    int32_t block = m->blocks.n;
-    if (ivec_reserve(&m->blocks, block + BLOCK_STEPS) < 0)
+    int32_t block = m->blocks.n, n = w.n / 3, at = n - 1;
+    if (ivec_reserve(&m->blocks, block + BLOCK_OFFSETS + n) < 0)
         goto oom;
-    m->blocks.a[block] = m->nqueries;
-    m->blocks.a[block + 1] = w.n / 3;
-    anchor_of(m, &w, m->blocks.a + block + 2);
-    m->has_anchors |= m->blocks.a[block + 2] >= 0;
-    m->blocks.n = block + BLOCK_STEPS;
+    while (at > 0 && w.a[3 * at + 1] < 0)
+        at--;
+    int32_t *b = m->blocks.a + block;
+    b[0] = m->nqueries;
+    b[1] = n;
+    anchor_of(m, &w, b + 2);
+    b[4] = at;
+    m->has_anchors |= b[2] >= 0;
+    m->blocks.n = block + BLOCK_OFFSETS + n;
     if (emit_steps(m, &m->blocks, &w) < 0)
         goto oom_block;
+    b = m->blocks.a + block;
+    for (int32_t i = 0, off = BLOCK_OFFSETS + n; i < n; i++) {
+        b[BLOCK_OFFSETS + i] = off;
+        off += 2 + guard_size(b + off + 2);
+    }
     IVec *list = posting_list(m, key_table, key);
-    int32_t at = list->n;
+    int32_t end = list->n;
     int ok = ivec_push(list, block) == 0 && ivec_push(list, m->blocks.n - block) == 0
           && ivec_push(list, nb.n) == 0 && ivec_push(list, ns.n) == 0;
     for (int32_t k = 0; ok && k < nb.n; k++)
@@ -1518,7 +1515,7 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     for (int32_t k = 0; ok && k < ns.n; k++)
         ok = ivec_push(list, ns.a[k]) == 0;
     if (!ok) {
-        list->n = at;
+        list->n = end;
         goto oom_block;
     }
     m->nself_keyed += key_table == KEY_SELF;
