@@ -241,6 +241,22 @@ def test_anchored_at_a_value_as_xpath_says(profile):
         expected = lxml_matches({"p0": profile}, xml)
         assert index.match(etree.fromstring(xml)) == expected, xml
 
+def test_a_first_step_shared_by_profiles_is_checked_on_each_message_root():
+    # first steps on the child axis are checked once per message and shared: each
+    # profile still gets its own answer, and each message its own (the first step of
+    # p0 and p3 fails on the first root, holds on the second)
+    profiles = ["/r[not(@x = '1')]/a", "/r[@x = '1']/b", "/r[@x = '1']/a", "/*[not(b)]/a"]
+    index = _index(*profiles)
+    ids = {f"p{i}": text for i, text in enumerate(profiles)}
+    seen = set()
+    for xml in [b"<r x='1'><a/><b/></r>", b"<r x='2'><a/></r>", b"<r x='1'><a/></r>",
+                b"<s><a/><b/></s>"]:
+        expected = lxml_matches(ids, xml)
+        assert index.match(etree.fromstring(xml)) == expected, xml
+        seen |= expected
+    assert seen == set(ids)
+
+
 def test_stats_count_the_work_per_message():
     e = Engine()
     e.add("a", "/a[@x = '1']")

@@ -131,6 +131,12 @@ typedef struct {
     int32_t *val_start, *val_count;
     IVec vals, valued;
     int has_anchors;
+    /* The distinct first steps on the child axis (their block words), and whether
+     * each holds on the message's root, once known (root_gen) */
+    Vocab roots;
+    uint32_t *root_gen;
+    uint8_t *root_ok;
+    size_t caproots;
     IVec cands;     /* blocks (offset, length) of the queries whose need the message meets */
     PyObject **idv; /* what the matching ones report (see block_ids) */
     size_t capidv;
@@ -541,9 +547,10 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
 }
 
 /* A block's header: query, nsteps, anchor step and value, its last step that names a
- * tag (0 if none does), the ids to report, then where each step is (its offset in
- * the block); the steps follow. */
-#define BLOCK_IDS 5
+ * tag (0 if none does), its first step's id in m->roots (-1: on the descendant axis),
+ * the ids to report, then where each step is (its offset in the block); the steps
+ * follow. */
+#define BLOCK_IDS 6
 #define BLOCK_OFFSETS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
 
 static inline PyObject *block_ids(const int32_t *b)
@@ -624,6 +631,18 @@ static int binds(Matcher *m, const int32_t *b, int32_t i, int32_t e)
     return 0;
 }
 
+/* Does the first step s, on the child axis, hold on the root? Once per distinct
+ * first step (id r) and message: most profiles start at the root with one of a few
+ * hundred steps. */
+static int root_holds(Matcher *m, int32_t r, const int32_t *s)
+{
+    if (m->root_gen[r] != m->gen) {
+        m->root_gen[r] = m->gen;
+        m->root_ok[r] = (uint8_t)step_holds(m, s, 0);
+    }
+    return m->root_ok[r];
+}
+
 /* Does step 'at' of the block at b bind one of the count elements at a, the steps
  * before it the element's ancestors, the steps after it something below it? */
 static int binds_one(Matcher *m, const int32_t *b, int32_t at, const int32_t *a, int32_t count)
@@ -642,8 +661,7 @@ static int binds_one(Matcher *m, const int32_t *b, int32_t at, const int32_t *a,
  * tables; nested paths memoised). */
 static int block_matches(Matcher *m, const int32_t *b)
 {
-    const int32_t *first = block_step(b, 0);
-    if (first[0] == AXIS_CHILD && !step_holds(m, first, 0))
+    if (b[5] >= 0 && !root_holds(m, b[5], block_step(b, 0)))
         return 0;
     int32_t anchor = b[2], value = b[3], at = b[4], test = block_step(b, at)[1];
     int32_t ntagged = test < 0 ? -1 : m->tag_gen[test] == m->gen ? m->tag_count[test] : 0;
@@ -779,6 +797,8 @@ static void start_message(Matcher *m)
         memset(m->present, 0, m->capkeys * sizeof *m->present);
         memset(m->self_present, 0, m->capkeys * sizeof *m->self_present);
         memset(m->tag_gen, 0, m->capkeys * sizeof *m->tag_gen);
+        memset(m->val_gen, 0, m->capkeys * sizeof *m->val_gen);
+        memset(m->root_gen, 0, m->caproots * sizeof *m->root_gen);
         m->gen = 1;
     }
     m->present_ids.n = m->self_ids.n = m->cands.n = 0;
@@ -1433,6 +1453,25 @@ static IVec *posting_list(Matcher *m, int32_t table, int32_t key)
     return table == KEY_BASE ? &m->by_base[key] : table == KEY_SELF ? &m->by_self[key] : &m->always;
 }
 
+/* The id in m->roots of the first step of the block at b (its words interned), or
+ * -2 when out of memory. */
+static int32_t root_id(Matcher *m, const int32_t *b)
+{
+    int32_t from = b[BLOCK_OFFSETS], to = b[1] > 1 ? b[BLOCK_OFFSETS + 1]
+                                                   : from + 2 + guard_size(b + from + 2);
+    int32_t r = vocab_intern(&m->roots, (const char *)(b + from), (size_t)(to - from) * sizeof *b);
+    if (r < 0)
+        return -2;
+    size_t cap = m->caproots;
+    if (grow_array((void **)&m->root_gen, &cap, m->roots.n, sizeof *m->root_gen) < 0)
+        return -2;
+    cap = m->caproots;
+    if (grow_array((void **)&m->root_ok, &cap, m->roots.n, sizeof *m->root_ok) < 0)
+        return -2;
+    m->caproots = cap;
+    return r;
+}
+
 /* The anchor of a query whose (axis, test, guard) steps are w, to out[0] and out[1]:
  * its deepest step whose guard requires an attribute or a text node to equal a
  * literal, and that value (-1, -1: none). Only elements holding the value can bind
@@ -1506,6 +1545,9 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         b[BLOCK_OFFSETS + i] = off;
         off += 2 + guard_size(b + off + 2);
     }
+    b[5] = w.a[0] == AXIS_CHILD ? root_id(m, b) : -1;
+    if (b[5] == -2)
+        goto oom_block;
     IVec *list = posting_list(m, key_table, key);
     int32_t end = list->n;
     int ok = ivec_push(list, block) == 0 && ivec_push(list, m->blocks.n - block) == 0
@@ -1602,7 +1644,7 @@ static int Matcher_init(Matcher *m, PyObject *args, PyObject *kw)
         return -1;
     }
     doc_init(&m->doc);
-    if (vocab_init(&m->vocab) < 0 || memo_init(&m->m_guard) < 0
+    if (vocab_init(&m->vocab) < 0 || vocab_init(&m->roots) < 0 || memo_init(&m->m_guard) < 0
         || memo_init(&m->m_rel) < 0 || memo_init(&m->m_pos) < 0) {
         PyErr_NoMemory();
         return -1;
@@ -1656,6 +1698,9 @@ static void Matcher_dealloc(Matcher *m)
     free(m->blocks.a);
     doc_free(&m->doc);
     vocab_free(&m->vocab);
+    vocab_free(&m->roots);
+    free(m->root_gen);
+    free(m->root_ok);
     Py_XDECREF(m->element_type);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
