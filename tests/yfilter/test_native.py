@@ -8,6 +8,7 @@ from lxml import etree
 from formats import Message
 from tests.yfilter.oracle import disagreements, lxml_matches
 from yfilter import Engine
+from yfilter._matcher import Matcher
 from yfilter.compiler import Registry, compile_path
 from yfilter.document import parse_xml
 from yfilter.native import NativeIndex
@@ -28,6 +29,9 @@ def _index(*profiles: str) -> NativeIndex:
     ("/a[text() = 'y']", b"<a>x<?p q?>y</a>", True),
     ("/a[text() = 'xyz']", b"<a>x<![CDATA[y]]>z</a>", True),
     ("/a[. = 'xyz']", b"<a>x<!--c--><b>y</b>z</a>", True),
+    # string-values longer than 255 bytes are looked up too
+    ("/a[b = '" + "x" * 300 + "']", b"<a><b>" + b"x" * 100 + b"<c>" + b"x" * 200 + b"</c></b></a>", True),
+    ("/a[b = '" + "x" * 300 + "']", b"<a><b>" + b"x" * 299 + b"</b></a>", False),
     ("/a[text() = '']", b"<a><![CDATA[]]></a>", True),
     # names as lxml spells them: {uri}local, attributes too
     ("/n:a[@n:x = '1']", b"<a xmlns='urn:n' xmlns:m='urn:n' m:x='1'/>", True),
@@ -269,6 +273,17 @@ def test_stats_count_the_work_per_message():
 def test_match_wants_an_lxml_element():
     with pytest.raises(TypeError, match="lxml element"):
         _index("/a[@x = '1']").match("<a/>")
+
+
+def test_a_query_needing_a_value_never_interned_is_refused():
+    m = Matcher(etree._Element)
+    a = m.intern("a")
+    with pytest.raises(ValueError, match="not interned"):
+        m.add_query([0, a, -1], [a, a + 7], [], 1, a, ("p",))
+    with pytest.raises(ValueError, match="not interned"):
+        m.add_query([0, a, -1], [a], [-3], 1, a, ("p",))
+    assert m.add_query([0, a, -1], [a], [], 1, a, ("p",)) == 0
+    assert m.match(etree.fromstring(b"<a/>")) == {"p"}
 
 
 def _predicate_engine(n: int) -> Engine:

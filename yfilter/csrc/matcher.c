@@ -1409,6 +1409,17 @@ static int check_steps(const Matcher *m, const IVec *w)
     return 0;
 }
 
+/* Are the values in v interned? Else a ValueError. */
+static int check_values(const Matcher *m, const IVec *v)
+{
+    for (int32_t k = 0; k < v->n; k++)
+        if (v->a[k] < 0 || (size_t)v->a[k] >= m->vocab.n) {
+            PyErr_SetString(PyExc_ValueError, "a value of the need is not interned");
+            return -1;
+        }
+    return 0;
+}
+
 /* Append (axis, test, guard) steps as block words: axis, test, then the guard. */
 static int emit_steps(Matcher *m, IVec *out, const IVec *w)
 {
@@ -1516,7 +1527,7 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "a path is (axis, test, guard) triples");
         goto fail;
     }
-    if (check_steps(m, &w) < 0)
+    if (check_steps(m, &w) < 0 || check_values(m, &nb) < 0 || check_values(m, &ns) < 0)
         goto fail;
     for (int32_t k = 3; k < w.n; k += 3) /* the (parent, child) tag pairs it needs too */
         if (w.a[k] == AXIS_CHILD && w.a[k + 1] >= 0 && w.a[k - 2] >= 0) {
