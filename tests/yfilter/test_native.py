@@ -30,7 +30,8 @@ def _index(*profiles: str) -> NativeIndex:
     ("/a[text() = 'xyz']", b"<a>x<![CDATA[y]]>z</a>", True),
     ("/a[. = 'xyz']", b"<a>x<!--c--><b>y</b>z</a>", True),
     # string-values longer than 255 bytes are looked up too
-    ("/a[b = '" + "x" * 300 + "']", b"<a><b>" + b"x" * 100 + b"<c>" + b"x" * 200 + b"</c></b></a>", True),
+    ("/a[b = '" + "x" * 300 + "']", b"<a><b>" + b"x" * 100 + b"<c>" + b"x" * 200 + b"</c></b></a>",
+     True),
     ("/a[b = '" + "x" * 300 + "']", b"<a><b>" + b"x" * 299 + b"</b></a>", False),
     ("/a[text() = '']", b"<a><![CDATA[]]></a>", True),
     # names as lxml spells them: {uri}local, attributes too

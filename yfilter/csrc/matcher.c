@@ -7,21 +7,25 @@
  * too (the same necessary test as yfilter.keyed, plus the (parent, child) tag pairs
  * of its child steps), and check each such candidate's path and predicates on the
  * document: from each element with the tag of its last named step (or, where fewer,
- * holding the attribute or text its anchor step requires), the steps before on the
- * element's ancestors, the steps after on its descendants (block_matches). Profiles are filed under the value the compiler thought rarest,
- * and after 64 messages (then 16 times as many each time) again under the value the
- * messages held least often (rekey), the blocks copied then in the order of the
+ * holding the attribute or text value its anchor step requires), the steps before on
+ * the element's ancestors, the steps after on its descendants (block_matches).
+ * Profiles are filed under the value the compiler thought rarest, and after 64
+ * messages (then 16 times as many each time) again under the value the messages
+ * held least often (rekey), the blocks copied then in the order of the
  * lists (relayout_blocks) and the id strings to report into one stretch of memory
  * (copy_ids). Everything a candidate's check reads is in one run of words, its
  * block, loaded a few candidates ahead, so that at 100k profiles the check costs
  * about one cache miss; besides the block it only reads the message's own small
  * tables. Nested paths (and guards that read position()) are memoised per (nested
- * path, element), so profiles sharing them share the work.
+ * path, element), and first steps from the root checked once per message (root_holds),
+ * so profiles sharing them share the work.
  * The result is the set of ids of the matching profiles.
  *
  * Block (see Matcher_add_query): query, nsteps, anchor step and its value (anchor_of;
- * -1 -1: none), what to report (a PyObject *, two words: the id, or the tuple of ids
- * when there are several), then per step axis, test, guard:
+ * -1 -1: none), last step that names a tag, first step's id in m->roots (-1: it is on
+ * the descendant axis), what to report (a PyObject *, two words: the id, or the tuple
+ * of ids when there are several), each step's offset in the block, then per step
+ * axis, test, guard:
  *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
  * where a pred is its predicate code copied, a nested path's as
  *   NESTED_IN len rel nsteps (axis test guard)*   (its steps inline, same layout).
@@ -546,10 +550,7 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
     return v;
 }
 
-/* A block's header: query, nsteps, anchor step and value, its last step that names a
- * tag (0 if none does), its first step's id in m->roots (-1: on the descendant axis),
- * the ids to report, then where each step is (its offset in the block); the steps
- * follow. */
+/* Where a block's ids to report and its step offsets are (see the top). */
 #define BLOCK_IDS 6
 #define BLOCK_OFFSETS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
 
@@ -825,7 +826,7 @@ static int32_t edge_value(Matcher *m, int32_t parent, int32_t child, int add)
     return id;
 }
 
-/* The ids of the attributes and text nodes of element e, to f (with arg). */
+/* Call f(m, value, e) for the ids of element e's attributes and text nodes. */
 static void each_value(const Doc *d, int32_t e, void (*f)(Matcher *, int32_t, int32_t), Matcher *m)
 {
     const Elem *el = &d->el[e];
