@@ -229,10 +229,12 @@ _ANCHOR_DOCS = [
 
 
 @pytest.mark.parametrize("profile", [
-    "//a[@x = '1']/b",             # the anchored element needs its child too
+    "//a[@x = '1']/*",             # the anchored element needs a child too
+    "//a[@x = '1']/b",
     "/r[@x = '1']/a",              # anchored at the root: an inner x=1 is no root
     "/r/a[@x = '1']",
-    "//a[text() = 'u']/b",         # the second text node of mixed content
+    "//a[text() = 'u']/*",         # the second text node of mixed content
+    "//a[text() = 'u']/b",
     "//a[text() = 't']//b",        # a descendant below the anchor
     "//*[@x = '1']/b",
     "//a[not(@x = '1')]/b",        # under not(): no anchor

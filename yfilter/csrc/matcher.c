@@ -23,7 +23,8 @@
  *
  * Block (see Matcher_add_query): query, nsteps, anchor step and its value (anchor_of;
  * -1 -1: none), last step that names a tag, first step's id in m->roots (-1: it is on
- * the descendant axis), what to report (a PyObject *, two words: the id, or the tuple
+ * the descendant axis), the ids in m->tails of the steps after the last named step
+ * and after the anchor step (-1: none), what to report (a PyObject *, two words: the id, or the tuple
  * of ids when there are several), each step's offset in the block, then per step
  * axis, test, guard:
  *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
@@ -141,13 +142,16 @@ typedef struct {
     uint32_t *root_gen;
     uint8_t *root_ok;
     size_t caproots;
+    /* The distinct steps that follow an anchor (their block words): whether they
+     * select something below an element is memoised per message in m_tail */
+    Vocab tails;
     IVec cands;     /* blocks (offset, length) of the queries whose need the message meets */
     PyObject **idv; /* what the matching ones report (see block_ids) */
     size_t capidv;
     Span *tspans;   /* match_table's columns: their strings, then their ints */
     int32_t *tints;
     size_t captspans, captints;
-    Memo m_guard, m_rel, m_pos;
+    Memo m_guard, m_rel, m_pos, m_tail;
     int selves_done;
     int failed; /* out of memory during a match */
     /* totals over all messages, for stats() */
@@ -551,7 +555,7 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
 }
 
 /* Where a block's ids to report and its step offsets are (see the top). */
-#define BLOCK_IDS 6
+#define BLOCK_IDS 8
 #define BLOCK_OFFSETS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
 
 static inline PyObject *block_ids(const int32_t *b)
@@ -644,13 +648,27 @@ static int root_holds(Matcher *m, int32_t r, const int32_t *s)
     return m->root_ok[r];
 }
 
-/* Does step 'at' of the block at b bind one of the count elements at a, the steps
- * before it the element's ancestors, the steps after it something below it? */
-static int binds_one(Matcher *m, const int32_t *b, int32_t at, const int32_t *a, int32_t count)
+/* Do the steps of the block at b after step 'at' (tail t in m->tails) select
+ * something below e? Memoised per (tail, element): profiles ending alike share it. */
+static int tail_holds(Matcher *m, const int32_t *b, int32_t at, int32_t t, int32_t e)
 {
-    int32_t below = b[1] - 1 - at;
+    int32_t v;
+    if (memo_get(&m->m_tail, KEY(t, e), &v))
+        return v;
+    v = exists_in(m, block_step(b, at + 1), b[1] - 1 - at, e);
+    if (memo_put(&m->m_tail, KEY(t, e), v) < 0)
+        m->failed = 1;
+    return v;
+}
+
+/* Does step 'at' of the block at b bind one of the count elements at a, the steps
+ * before it the element's ancestors, the steps after it (tail t, -1: none) something
+ * below it? */
+static int binds_one(Matcher *m, const int32_t *b, int32_t at, int32_t t, const int32_t *a,
+                     int32_t count)
+{
     for (int32_t k = 0; k < count; k++)
-        if (binds(m, b, at, a[k]) && (!below || exists_in(m, block_step(b, at + 1), below, a[k])))
+        if (binds(m, b, at, a[k]) && (t < 0 || tail_holds(m, b, at, t, a[k])))
             return 1;
     return 0;
 }
@@ -671,10 +689,10 @@ static int block_matches(Matcher *m, const int32_t *b)
         if (!nvalued)
             return 0;
         if (ntagged < 0 || nvalued < ntagged)
-            return binds_one(m, b, anchor, m->valued.a + m->val_start[value], nvalued);
+            return binds_one(m, b, anchor, b[7], m->valued.a + m->val_start[value], nvalued);
     }
     if (ntagged > 0)
-        return binds_one(m, b, at, m->tagged.a + m->tag_start[test], ntagged);
+        return binds_one(m, b, at, b[6], m->tagged.a + m->tag_start[test], ntagged);
     for (int32_t e = 0; ntagged < 0 && e < (int32_t)m->doc.nel; e++)
         if (binds(m, b, b[1] - 1, e))
             return 1;
@@ -807,6 +825,7 @@ static void start_message(Matcher *m)
     memo_reset(&m->m_guard);
     memo_reset(&m->m_rel);
     memo_reset(&m->m_pos);
+    memo_reset(&m->m_tail);
 }
 
 /* The value that stands for "an element named child has a parent named parent"
@@ -1484,15 +1503,27 @@ static int32_t root_id(Matcher *m, const int32_t *b)
     return r;
 }
 
-/* The anchor of a query whose (axis, test, guard) steps are w, to out[0] and out[1]:
- * its deepest step whose guard requires an attribute or a text node to equal a
- * literal, and that value (-1, -1: none). Only elements holding the value can bind
- * the step; where they are fewer than those with the tag of its last named step,
- * block_matches starts from them. */
-static void anchor_of(const Matcher *m, const IVec *w, int32_t *out)
+/* The id in m->tails of the steps after step 'at' of the block at b (of length len):
+ * -1 if none follow, -2 when out of memory. */
+static int32_t tail_id(Matcher *m, const int32_t *b, int32_t at, int32_t len)
+{
+    if (at == b[1] - 1)
+        return -1;
+    int32_t from = b[BLOCK_OFFSETS + at + 1];
+    int32_t t = vocab_intern(&m->tails, (const char *)(b + from), (size_t)(len - from) * sizeof *b);
+    return t < 0 ? -2 : t;
+}
+
+/* The anchor of a query whose (axis, test, guard) steps are w and whose last step
+ * that names a tag is 'at', to out[0] and out[1]: its deepest step from 'at' on whose
+ * guard requires an attribute or a text node to equal a literal, and that value (-1,
+ * -1: none). Only elements holding the value can bind the step; where they are fewer
+ * than those with the tag, block_matches starts from them. (Not from a step before
+ * 'at': checking the steps after it downwards costs more than it saves.) */
+static void anchor_of(const Matcher *m, const IVec *w, int32_t at, int32_t *out)
 {
     out[0] = out[1] = -1;
-    for (int32_t k = 0; k < w->n; k += 3) {
+    for (int32_t k = 3 * at; k < w->n; k += 3) {
         int32_t g = w->a[k + 2];
         if (g < 0)
             continue;
@@ -1546,7 +1577,7 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     int32_t *b = m->blocks.a + block;
     b[0] = m->nqueries;
     b[1] = n;
-    anchor_of(m, &w, b + 2);
+    anchor_of(m, &w, at, b + 2);
     b[4] = at;
     m->has_anchors |= b[2] >= 0;
     m->blocks.n = block + BLOCK_OFFSETS + n;
@@ -1558,7 +1589,9 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         off += 2 + guard_size(b + off + 2);
     }
     b[5] = w.a[0] == AXIS_CHILD ? root_id(m, b) : -1;
-    if (b[5] == -2)
+    b[6] = tail_id(m, b, b[4], m->blocks.n - block);
+    b[7] = b[2] >= 0 ? tail_id(m, b, b[2], m->blocks.n - block) : -1;
+    if (b[5] == -2 || b[6] == -2 || b[7] == -2)
         goto oom_block;
     IVec *list = posting_list(m, key_table, key);
     int32_t end = list->n;
@@ -1657,7 +1690,8 @@ static int Matcher_init(Matcher *m, PyObject *args, PyObject *kw)
     }
     doc_init(&m->doc);
     if (vocab_init(&m->vocab) < 0 || vocab_init(&m->roots) < 0 || memo_init(&m->m_guard) < 0
-        || memo_init(&m->m_rel) < 0 || memo_init(&m->m_pos) < 0) {
+        || memo_init(&m->m_rel) < 0 || memo_init(&m->m_pos) < 0 || memo_init(&m->m_tail) < 0
+        || vocab_init(&m->tails) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1707,6 +1741,8 @@ static void Matcher_dealloc(Matcher *m)
     memo_free(&m->m_guard);
     memo_free(&m->m_rel);
     memo_free(&m->m_pos);
+    memo_free(&m->m_tail);
+    vocab_free(&m->tails);
     free(m->blocks.a);
     doc_free(&m->doc);
     vocab_free(&m->vocab);
