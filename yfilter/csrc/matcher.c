@@ -778,6 +778,7 @@ static PyObject *report(Matcher *m)
         if (!block_matches(m, b))
             continue;
         PyObject *ids = block_ids(b);
+        __builtin_prefetch(ids);
         if (n == m->capidv) {
             size_t cap = n ? 2 * n : 256;
             PyObject **idv = realloc(m->idv, cap * sizeof *idv);
