@@ -24,9 +24,9 @@
  * Block (see Matcher_add_query): query, nsteps, anchor step and its value (anchor_of;
  * -1 -1: none), last step that names a tag, first step's id in m->roots (-1: it is on
  * the descendant axis), the ids in m->tails of the steps after the last named step
- * and after the anchor step (-1: none), what to report (a PyObject *, two words: the id, or the tuple
- * of ids when there are several), each step's offset in the block, then per step
- * axis, test, guard:
+ * and after the anchor step (-1: none), what to report (a PyObject *, two words: the
+ * id, or the tuple of ids when there are several), each step's offset in the block,
+ * then per step axis, test, guard:
  *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
  * where a pred is its predicate code copied, a nested path's as
  *   NESTED_IN len rel nsteps (axis test guard)*   (its steps inline, same layout).
@@ -89,6 +89,16 @@ typedef struct {
     int32_t first, n, words; /* a nested path: where its steps are, how many, their words */
 } Range;
 
+/* A message's elements listed by a key (a tag; the value of an attribute or text
+ * node): those with key k are elems.a[start[k]] ... in document order, count[k] of
+ * them, if stamp[k] is the message's (else none). Arrays indexed by key follow the
+ * vocabulary (fit_keys). */
+typedef struct {
+    uint32_t *stamp;
+    int32_t *start, *count;
+    IVec keys, elems;
+} ElemIndex;
+
 typedef struct {
     PyObject_HEAD
     PyTypeObject *element_type; /* lxml.etree._Element */
@@ -127,14 +137,11 @@ typedef struct {
     /* per message */
     Doc doc;
     uint32_t gen;
-    uint32_t *present, *self_present, *tag_gen;
-    int32_t *tag_start, *tag_count; /* where each tag's elements are in tagged */
-    IVec present_ids, self_ids, tags, tagged;
-    /* the same for the elements holding each attribute (its atom) and text node value,
-     * when some query is anchored at one (has_anchors) */
-    uint32_t *val_gen;
-    int32_t *val_start, *val_count;
-    IVec vals, valued;
+    uint32_t *present, *self_present;
+    IVec present_ids, self_ids;
+    /* its elements by tag, and by the values of their attributes (atoms) and text
+     * nodes when some query is anchored at one (has_anchors) */
+    ElemIndex by_tag, by_value;
     int has_anchors;
     /* The distinct first steps on the child axis (their block words), and whether
      * each holds on the message's root, once known (root_gen) */
@@ -165,9 +172,10 @@ static int fit_keys(Matcher *m)
 {
     size_t need = m->vocab.n, cap = m->capkeys;
     void **arrays[] = {(void **)&m->by_base, (void **)&m->by_self, (void **)&m->present,
-                       (void **)&m->self_present, (void **)&m->tag_gen, (void **)&m->tag_start,
-                       (void **)&m->tag_count, (void **)&m->df, (void **)&m->val_gen,
-                       (void **)&m->val_start, (void **)&m->val_count};
+                       (void **)&m->self_present, (void **)&m->by_tag.stamp,
+                       (void **)&m->by_tag.start, (void **)&m->by_tag.count, (void **)&m->df,
+                       (void **)&m->by_value.stamp, (void **)&m->by_value.start,
+                       (void **)&m->by_value.count};
     size_t sizes[] = {sizeof(IVec), sizeof(IVec), sizeof(uint32_t), sizeof(uint32_t),
                       sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t), sizeof(uint32_t),
                       sizeof(uint32_t), sizeof(int32_t), sizeof(int32_t)};
@@ -258,6 +266,45 @@ static inline int name_ok(const Doc *d, int32_t e, int32_t test)
     return test < 0 || d->el[e].tag == test;
 }
 
+/* How many of the message's elements x lists under key k. */
+static inline int32_t listed(const Matcher *m, const ElemIndex *x, int32_t k)
+{
+    return x->stamp[k] == m->gen ? x->count[k] : 0;
+}
+
+/* Count element under key k (the first pass of listing them). */
+static void list_count(Matcher *m, ElemIndex *x, int32_t k)
+{
+    if (x->stamp[k] != m->gen) {
+        x->stamp[k] = m->gen;
+        x->count[k] = 0;
+        if (ivec_push(&x->keys, k) < 0)
+            m->failed = 1;
+    }
+    x->count[k]++;
+}
+
+/* After counting: where each key's elements go (its count is then set again as
+ * list_place places them). */
+static void list_layout(Matcher *m, ElemIndex *x)
+{
+    int32_t at = 0;
+    for (int32_t j = 0; j < x->keys.n; j++) {
+        int32_t k = x->keys.a[j];
+        x->start[k] = at;
+        at += x->count[k];
+        x->count[k] = 0;
+    }
+    if (ivec_reserve(&x->elems, at) < 0)
+        m->failed = 1;
+}
+
+static void list_place(Matcher *m, ElemIndex *x, int32_t k, int32_t e)
+{
+    if (!m->failed)
+        x->elems.a[x->start[k] + x->count[k]++] = e;
+}
+
 /* The elements a location step (axis, name test) selects from element p (-1: the
  * document), in document order, one by one (sel_next). When the test names a tag,
  * from the list of the message's elements with that tag, those below p (a binary
@@ -279,12 +326,13 @@ static inline void sel_start(const Matcher *m, Sel *s, int32_t p, int32_t axis, 
     s->k = s->n = 0;
     if (test < 0)
         return;
-    if (m->tag_gen[test] != m->gen) {
+    int32_t count = listed(m, &m->by_tag, test);
+    if (!count) {
         s->j = s->end; /* no element has the tag */
         return;
     }
-    const int32_t *a = m->tagged.a + m->tag_start[test];
-    int32_t lo = 0, hi = m->tag_count[test];
+    const int32_t *a = m->by_tag.elems.a + m->by_tag.start[test];
+    int32_t lo = 0, hi = count;
     while (lo < hi) {
         int32_t mid = (lo + hi) >> 1;
         if (a[mid] <= p)
@@ -292,11 +340,11 @@ static inline void sel_start(const Matcher *m, Sel *s, int32_t p, int32_t axis, 
         else
             hi = mid;
     }
-    if (s->child && m->tag_count[test] - lo > (p < 0 ? 1 : d->el[p].nchild))
+    if (s->child && count - lo > (p < 0 ? 1 : d->el[p].nchild))
         return;
     s->tagged = a;
     s->k = lo;
-    s->n = m->tag_count[test];
+    s->n = count;
 }
 
 static inline int32_t sel_next(const Matcher *m, Sel *s)
@@ -683,16 +731,17 @@ static int block_matches(Matcher *m, const int32_t *b)
     if (b[5] >= 0 && !root_holds(m, b[5], block_step(b, 0)))
         return 0;
     int32_t anchor = b[2], value = b[3], at = b[4], test = block_step(b, at)[1];
-    int32_t ntagged = test < 0 ? -1 : m->tag_gen[test] == m->gen ? m->tag_count[test] : 0;
+    int32_t ntagged = test < 0 ? -1 : listed(m, &m->by_tag, test);
     if (anchor >= 0) {
-        int32_t nvalued = m->val_gen[value] == m->gen ? m->val_count[value] : 0;
+        int32_t nvalued = listed(m, &m->by_value, value);
         if (!nvalued)
             return 0;
         if (ntagged < 0 || nvalued < ntagged)
-            return binds_one(m, b, anchor, b[7], m->valued.a + m->val_start[value], nvalued);
+            return binds_one(m, b, anchor, b[7], m->by_value.elems.a + m->by_value.start[value],
+                             nvalued);
     }
     if (ntagged > 0)
-        return binds_one(m, b, at, b[6], m->tagged.a + m->tag_start[test], ntagged);
+        return binds_one(m, b, at, b[6], m->by_tag.elems.a + m->by_tag.start[test], ntagged);
     for (int32_t e = 0; ntagged < 0 && e < (int32_t)m->doc.nel; e++)
         if (binds(m, b, b[1] - 1, e))
             return 1;
@@ -816,8 +865,8 @@ static void start_message(Matcher *m)
     if (++m->gen == 0) { /* wrapped: old stamps could look current */
         memset(m->present, 0, m->capkeys * sizeof *m->present);
         memset(m->self_present, 0, m->capkeys * sizeof *m->self_present);
-        memset(m->tag_gen, 0, m->capkeys * sizeof *m->tag_gen);
-        memset(m->val_gen, 0, m->capkeys * sizeof *m->val_gen);
+        memset(m->by_tag.stamp, 0, m->capkeys * sizeof *m->by_tag.stamp);
+        memset(m->by_value.stamp, 0, m->capkeys * sizeof *m->by_value.stamp);
         memset(m->root_gen, 0, m->caproots * sizeof *m->root_gen);
         m->gen = 1;
     }
@@ -846,75 +895,36 @@ static int32_t edge_value(Matcher *m, int32_t parent, int32_t child, int add)
     return id;
 }
 
-/* Call f(m, value, e) for the ids of element e's attributes and text nodes. */
-static void each_value(const Doc *d, int32_t e, void (*f)(Matcher *, int32_t, int32_t), Matcher *m)
-{
-    const Elem *el = &d->el[e];
-    for (int32_t k = 0; k < el->nattr; k++)
-        if (d->at[el->attr0 + k].atom >= 0)
-            f(m, d->at[el->attr0 + k].atom, e);
-    for (int32_t k = 0; k < el->ntext; k++)
-        if (d->tx[el->text0 + k].id >= 0)
-            f(m, d->tx[el->text0 + k].id, e);
-}
-
-static void count_value(Matcher *m, int32_t v, int32_t e)
-{
-    if (m->val_gen[v] != m->gen) {
-        m->val_gen[v] = m->gen;
-        m->val_count[v] = 0;
-        if (ivec_push(&m->vals, v) < 0)
-            m->failed = 1;
-    }
-    m->val_count[v]++;
-}
-
-static void place_value(Matcher *m, int32_t v, int32_t e)
-{
-    m->valued.a[m->val_start[v] + m->val_count[v]++] = e;
-}
-
-/* List the message's elements by the values of their attributes and text nodes
- * (the anchors of block_matches), as index_message lists them by tag. */
-static void index_values(Matcher *m)
+/* List element e under the ids of its attributes and text nodes (count, or place). */
+static void list_values(Matcher *m, int32_t e, int place)
 {
     const Doc *d = &m->doc;
-    m->vals.n = 0;
-    for (int32_t e = 0; e < (int32_t)d->nel; e++)
-        each_value(d, e, count_value, m);
-    int32_t at = 0;
-    for (int32_t k = 0; k < m->vals.n; k++) {
-        int32_t v = m->vals.a[k];
-        m->val_start[v] = at;
-        at += m->val_count[v];
-        m->val_count[v] = 0;
+    const Elem *el = &d->el[e];
+    for (int32_t k = 0; k < el->nattr + el->ntext; k++) {
+        int32_t v = k < el->nattr ? d->at[el->attr0 + k].atom : d->tx[el->text0 + k - el->nattr].id;
+        if (v < 0)
+            continue;
+        if (place)
+            list_place(m, &m->by_value, v, e);
+        else
+            list_count(m, &m->by_value, v);
     }
-    if (ivec_reserve(&m->valued, at) < 0) {
-        m->failed = 1;
-        return;
-    }
-    for (int32_t e = 0; e < (int32_t)d->nel; e++)
-        each_value(d, e, place_value, m);
 }
 
-/* Mark the values the message holds and list its elements by tag (for sel_start). */
+/* Mark the values the message holds and list its elements by tag (for sel_start)
+ * and, if some query is anchored at one, by the values of their attributes and text
+ * nodes (block_matches). */
 static void index_message(Matcher *m)
 {
     const Doc *d = &m->doc;
     mark(m, m->present, &m->present_ids, vocab_find(&m->vocab, "", 0));
-    m->tags.n = 0;
+    m->by_tag.keys.n = m->by_value.keys.n = 0;
     for (int32_t e = 0; e < (int32_t)d->nel; e++) {
         const Elem *el = &d->el[e];
         int32_t t = el->tag;
         if (t >= 0) {
             mark(m, m->present, &m->present_ids, t);
-            if (m->tag_gen[t] != m->gen) {
-                m->tag_gen[t] = m->gen;
-                m->tag_count[t] = 0;
-                if (ivec_push(&m->tags, t) < 0)
-                    m->failed = 1;
-            }
-            m->tag_count[t]++;
+            list_count(m, &m->by_tag, t);
         }
         if (m->has_edges && t >= 0 && el->parent >= 0 && d->el[el->parent].tag >= 0)
             mark(m, m->present, &m->present_ids, edge_value(m, d->el[el->parent].tag, t, 0));
@@ -922,25 +932,18 @@ static void index_message(Matcher *m)
             mark(m, m->present, &m->present_ids, d->at[el->attr0 + k].atom);
         for (int32_t k = 0; k < el->ntext; k++)
             mark(m, m->present, &m->present_ids, d->tx[el->text0 + k].id);
+        if (m->has_anchors)
+            list_values(m, e, 0);
     }
-    int32_t at = 0;
-    for (int32_t k = 0; k < m->tags.n; k++) {
-        int32_t t = m->tags.a[k];
-        m->tag_start[t] = at;
-        at += m->tag_count[t];
-        m->tag_count[t] = 0; /* counts again as the elements are placed */
-    }
-    if (ivec_reserve(&m->tagged, at) < 0) {
-        m->failed = 1;
-        return;
-    }
-    for (int32_t e = 0; e < (int32_t)d->nel; e++) {
-        int32_t t = d->el[e].tag;
-        if (t >= 0)
-            m->tagged.a[m->tag_start[t] + m->tag_count[t]++] = e;
-    }
+    list_layout(m, &m->by_tag);
     if (m->has_anchors)
-        index_values(m);
+        list_layout(m, &m->by_value);
+    for (int32_t e = 0; e < (int32_t)d->nel; e++) {
+        if (d->el[e].tag >= 0)
+            list_place(m, &m->by_tag, d->el[e].tag, e);
+        if (m->has_anchors)
+            list_values(m, e, 1);
+    }
 }
 
 /* Records by their need after the key (the value next most likely missing first):
@@ -1716,16 +1719,14 @@ static void Matcher_dealloc(Matcher *m)
     free(m->always.a);
     free(m->present);
     free(m->self_present);
-    free(m->tag_gen);
-    free(m->tag_start);
-    free(m->tag_count);
-    free(m->tags.a);
-    free(m->tagged.a);
-    free(m->vals.a);
-    free(m->valued.a);
-    free(m->val_gen);
-    free(m->val_start);
-    free(m->val_count);
+    ElemIndex *indexes[] = {&m->by_tag, &m->by_value};
+    for (int k = 0; k < 2; k++) {
+        free(indexes[k]->stamp);
+        free(indexes[k]->start);
+        free(indexes[k]->count);
+        free(indexes[k]->keys.a);
+        free(indexes[k]->elems.a);
+    }
     free(m->present_ids.a);
     free(m->self_ids.a);
     free(m->code.a);
