@@ -603,7 +603,8 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
 }
 
 /* Where a block's ids to report and its step offsets are (see the top). */
-#define BLOCK_IDS 8
+enum { B_QUERY, B_NSTEPS, B_ANCHOR, B_VALUE, B_LAST_NAMED, B_ROOT, B_TAIL, B_ANCHOR_TAIL,
+       BLOCK_IDS };
 #define BLOCK_OFFSETS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
 
 static inline PyObject *block_ids(const int32_t *b)
@@ -703,18 +704,19 @@ static int tail_holds(Matcher *m, const int32_t *b, int32_t at, int32_t t, int32
     int32_t v;
     if (memo_get(&m->m_tail, KEY(t, e), &v))
         return v;
-    v = exists_in(m, block_step(b, at + 1), b[1] - 1 - at, e);
+    v = exists_in(m, block_step(b, at + 1), b[B_NSTEPS] - 1 - at, e);
     if (memo_put(&m->m_tail, KEY(t, e), v) < 0)
         m->failed = 1;
     return v;
 }
 
-/* Does step 'at' of the block at b bind one of the count elements at a, the steps
- * before it the element's ancestors, the steps after it (tail t, -1: none) something
- * below it? */
-static int binds_one(Matcher *m, const int32_t *b, int32_t at, int32_t t, const int32_t *a,
-                     int32_t count)
+/* Does step 'at' of the block at b bind one of the count elements x lists under key,
+ * the steps before it the element's ancestors, the steps after it (tail t, -1: none)
+ * something below it? */
+static int binds_one(Matcher *m, const int32_t *b, int32_t at, int32_t t, const ElemIndex *x,
+                     int32_t key, int32_t count)
 {
+    const int32_t *a = x->elems.a + x->start[key];
     for (int32_t k = 0; k < count; k++)
         if (binds(m, b, at, a[k]) && (t < 0 || tail_holds(m, b, at, t, a[k])))
             return 1;
@@ -728,22 +730,22 @@ static int binds_one(Matcher *m, const int32_t *b, int32_t at, int32_t t, const 
  * tables; nested paths memoised). */
 static int block_matches(Matcher *m, const int32_t *b)
 {
-    if (b[5] >= 0 && !root_holds(m, b[5], block_step(b, 0)))
+    if (b[B_ROOT] >= 0 && !root_holds(m, b[B_ROOT], block_step(b, 0)))
         return 0;
-    int32_t anchor = b[2], value = b[3], at = b[4], test = block_step(b, at)[1];
+    int32_t anchor = b[B_ANCHOR], value = b[B_VALUE], at = b[B_LAST_NAMED];
+    int32_t test = block_step(b, at)[1];
     int32_t ntagged = test < 0 ? -1 : listed(m, &m->by_tag, test);
     if (anchor >= 0) {
         int32_t nvalued = listed(m, &m->by_value, value);
         if (!nvalued)
             return 0;
         if (ntagged < 0 || nvalued < ntagged)
-            return binds_one(m, b, anchor, b[7], m->by_value.elems.a + m->by_value.start[value],
-                             nvalued);
+            return binds_one(m, b, anchor, b[B_ANCHOR_TAIL], &m->by_value, value, nvalued);
     }
     if (ntagged > 0)
-        return binds_one(m, b, at, b[6], m->by_tag.elems.a + m->by_tag.start[test], ntagged);
+        return binds_one(m, b, at, b[B_TAIL], &m->by_tag, test, ntagged);
     for (int32_t e = 0; ntagged < 0 && e < (int32_t)m->doc.nel; e++)
-        if (binds(m, b, b[1] - 1, e))
+        if (binds(m, b, b[B_NSTEPS] - 1, e))
             return 1;
     return 0;
 }
@@ -1488,17 +1490,23 @@ static IVec *posting_list(Matcher *m, int32_t table, int32_t key)
     return table == KEY_BASE ? &m->by_base[key] : table == KEY_SELF ? &m->by_self[key] : &m->always;
 }
 
-/* The id in m->roots of the first step of the block at b (its words interned), or
- * -2 when out of memory. */
-static int32_t root_id(Matcher *m, const int32_t *b)
+/* The id in v of the words of the block at b (of length len) from the start of step
+ * 'from' to that of step 'to' (its end when 'to' is its number of steps): -2 when out
+ * of memory. */
+static int32_t intern_steps(Vocab *v, const int32_t *b, int32_t len, int32_t from, int32_t to)
 {
-    int32_t from = b[BLOCK_OFFSETS], to = b[1] > 1 ? b[BLOCK_OFFSETS + 1]
-                                                   : from + 2 + guard_size(b + from + 2);
-    int32_t r = vocab_intern(&m->roots, (const char *)(b + from), (size_t)(to - from) * sizeof *b);
-    if (r < 0)
-        return -2;
+    int32_t start = b[BLOCK_OFFSETS + from], end = to < b[B_NSTEPS] ? b[BLOCK_OFFSETS + to] : len;
+    int32_t id = vocab_intern(v, (const char *)(b + start), (size_t)(end - start) * sizeof *b);
+    return id < 0 ? -2 : id;
+}
+
+/* The id in m->roots of the first step of the block at b (of length len), its arrays
+ * grown to hold it: -2 when out of memory. */
+static int32_t root_id(Matcher *m, const int32_t *b, int32_t len)
+{
+    int32_t r = intern_steps(&m->roots, b, len, 0, 1);
     size_t cap = m->caproots;
-    if (grow_array((void **)&m->root_gen, &cap, m->roots.n, sizeof *m->root_gen) < 0)
+    if (r < 0 || grow_array((void **)&m->root_gen, &cap, m->roots.n, sizeof *m->root_gen) < 0)
         return -2;
     cap = m->caproots;
     if (grow_array((void **)&m->root_ok, &cap, m->roots.n, sizeof *m->root_ok) < 0)
@@ -1509,13 +1517,9 @@ static int32_t root_id(Matcher *m, const int32_t *b)
 
 /* The id in m->tails of the steps after step 'at' of the block at b (of length len):
  * -1 if none follow, -2 when out of memory. */
-static int32_t tail_id(Matcher *m, const int32_t *b, int32_t at, int32_t len)
+static int32_t tail_id(Matcher *m, const int32_t *b, int32_t len, int32_t at)
 {
-    if (at == b[1] - 1)
-        return -1;
-    int32_t from = b[BLOCK_OFFSETS + at + 1];
-    int32_t t = vocab_intern(&m->tails, (const char *)(b + from), (size_t)(len - from) * sizeof *b);
-    return t < 0 ? -2 : t;
+    return at == b[B_NSTEPS] - 1 ? -1 : intern_steps(&m->tails, b, len, at + 1, b[B_NSTEPS]);
 }
 
 /* The anchor of a query whose (axis, test, guard) steps are w and whose last step
@@ -1579,11 +1583,11 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     while (at > 0 && w.a[3 * at + 1] < 0)
         at--;
     int32_t *b = m->blocks.a + block;
-    b[0] = m->nqueries;
-    b[1] = n;
-    anchor_of(m, &w, at, b + 2);
-    b[4] = at;
-    m->has_anchors |= b[2] >= 0;
+    b[B_QUERY] = m->nqueries;
+    b[B_NSTEPS] = n;
+    anchor_of(m, &w, at, b + B_ANCHOR);
+    b[B_LAST_NAMED] = at;
+    m->has_anchors |= b[B_ANCHOR] >= 0;
     m->blocks.n = block + BLOCK_OFFSETS + n;
     if (emit_steps(m, &m->blocks, &w) < 0)
         goto oom_block;
@@ -1592,10 +1596,11 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         b[BLOCK_OFFSETS + i] = off;
         off += 2 + guard_size(b + off + 2);
     }
-    b[5] = w.a[0] == AXIS_CHILD ? root_id(m, b) : -1;
-    b[6] = tail_id(m, b, b[4], m->blocks.n - block);
-    b[7] = b[2] >= 0 ? tail_id(m, b, b[2], m->blocks.n - block) : -1;
-    if (b[5] == -2 || b[6] == -2 || b[7] == -2)
+    int32_t len = m->blocks.n - block;
+    b[B_ROOT] = w.a[0] == AXIS_CHILD ? root_id(m, b, len) : -1;
+    b[B_TAIL] = tail_id(m, b, len, at);
+    b[B_ANCHOR_TAIL] = b[B_ANCHOR] >= 0 ? tail_id(m, b, len, b[B_ANCHOR]) : -1;
+    if (b[B_ROOT] == -2 || b[B_TAIL] == -2 || b[B_ANCHOR_TAIL] == -2)
         goto oom_block;
     IVec *list = posting_list(m, key_table, key);
     int32_t end = list->n;
