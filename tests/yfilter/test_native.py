@@ -248,6 +248,33 @@ def test_anchored_at_a_value_as_xpath_says(profile):
         expected = lxml_matches({"p0": profile}, xml)
         assert index.match(etree.fromstring(xml)) == expected, xml
 
+_STAR_DOCS = [
+    b"<r><a/><a><b/></a></r>",                             # b: one level below a
+    b"<r><a><b><c/></b></a><a/></r>",                      # two levels below the first a
+    b"<r><a x='1'><b><c><d/></c></b></a><a x='2'><b/></a></r>",
+    b"<r><s><a><b/></a></s><a><b><c/></b></a></r>",
+]
+
+
+@pytest.mark.parametrize("profile", [
+    # steps after the last named one that are only '*' without predicates: a subtree
+    # that many levels high holds them, on either axis
+    "//a/*", "//a/*/*", "//a/*/*/*", "//a//*/*", "//a/*//*/*", "/r/a/*/*",
+    "/r/*", "/r/*/*/*/*", "/r/*/*/*/*/*",
+    "//a[@x = '1']/*/*/*",          # after a value anchor
+    "//a[@x = '2']/*/*",
+    "//a[@x = '2']/*",
+    "//a/*[b]",                     # a guarded '*': not a height test
+    "//s/a/*",
+])
+def test_star_steps_after_the_last_name_as_xpath_says(profile):
+    index = _index(profile)
+    for xml in _STAR_DOCS:
+        expected = lxml_matches({"p0": profile}, xml)
+        assert index.match(etree.fromstring(xml)) == expected, xml
+        assert index.match_message(Message.from_xml(xml)) == expected, xml
+
+
 def test_a_first_step_shared_by_profiles_is_checked_on_each_message_root():
     # first steps on the child axis are checked once per message and shared: each
     # profile still gets its own answer, and each message its own (the first step of

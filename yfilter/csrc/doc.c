@@ -217,9 +217,16 @@ static void start_load(Doc *d, const Table *t)
     arena_reset(&d->arena);
 }
 
-/* Room for the string-values of the elements loaded, none computed yet. */
+/* Each element's height (children come after their parent), and room for the
+ * string-values of the elements loaded, none computed yet. */
 static int finish_load(Doc *d)
 {
+    Elem *el = d->el;
+    for (size_t i = 0; i < d->nel; i++)
+        el[i].height = 0;
+    for (int32_t i = (int32_t)d->nel - 1; i > 0; i--)
+        if (el[el[i].parent].height <= el[i].height)
+            el[el[i].parent].height = el[i].height + 1;
     if (grow_array((void **)&d->sv, &d->capsv, d->nel, sizeof *d->sv) < 0)
         return DOC_NOMEM;
     unsigned char *ok = realloc(d->sv_ok, d->capsv);

@@ -24,6 +24,7 @@ typedef struct {
     int32_t tag, depth, parent, end;
     int32_t attr0, nattr, text0, ntext;
     int32_t nchild;
+    int32_t height; /* levels of elements below it (0: none) */
 } Elem;
 
 typedef struct {

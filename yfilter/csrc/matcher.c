@@ -24,7 +24,8 @@
  * Block (see Matcher_add_query): query, nsteps, anchor step and its value (anchor_of;
  * -1 -1: none), last step that names a tag, first step's id in m->roots (-1: it is on
  * the descendant axis), the ids in m->tails of the steps after the last named step
- * and after the anchor step (-1: none), what to report (a PyObject *, two words: the
+ * and after the anchor step (-1: none, or only '*' steps without predicates: then
+ * how many, which a subtree that high holds), what to report (a PyObject *, two words: the
  * id, or the tuple of ids when there are several), each step's offset in the block,
  * then per step axis, test, guard:
  *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
@@ -604,7 +605,7 @@ static int nested(Matcher *m, int32_t r, const int32_t *st, int32_t n, int32_t e
 
 /* Where a block's ids to report and its step offsets are (see the top). */
 enum { B_QUERY, B_NSTEPS, B_ANCHOR, B_VALUE, B_LAST_NAMED, B_ROOT, B_TAIL, B_ANCHOR_TAIL,
-       BLOCK_IDS };
+       B_TAIL_STARS, B_ANCHOR_TAIL_STARS, BLOCK_IDS };
 #define BLOCK_OFFSETS (BLOCK_IDS + (int32_t)(sizeof(PyObject *) / sizeof(int32_t)))
 
 static inline PyObject *block_ids(const int32_t *b)
@@ -711,14 +712,17 @@ static int tail_holds(Matcher *m, const int32_t *b, int32_t at, int32_t t, int32
 }
 
 /* Does step 'at' of the block at b bind one of the count elements x lists under key,
- * the steps before it the element's ancestors, the steps after it (tail t, -1: none)
+ * the steps before it the element's ancestors, the steps after it (tail t, -1: none;
+ * or 'stars' steps '*' without predicates, which need that many levels below)
  * something below it? */
-static int binds_one(Matcher *m, const int32_t *b, int32_t at, int32_t t, const ElemIndex *x,
-                     int32_t key, int32_t count)
+static int binds_one(Matcher *m, const int32_t *b, int32_t at, int32_t t, int32_t stars,
+                     const ElemIndex *x, int32_t key, int32_t count)
 {
     const int32_t *a = x->elems.a + x->start[key];
+    const Elem *el = m->doc.el;
     for (int32_t k = 0; k < count; k++)
-        if (binds(m, b, at, a[k]) && (t < 0 || tail_holds(m, b, at, t, a[k])))
+        if (el[a[k]].height >= stars && binds(m, b, at, a[k])
+            && (t < 0 || tail_holds(m, b, at, t, a[k])))
             return 1;
     return 0;
 }
@@ -740,10 +744,11 @@ static int block_matches(Matcher *m, const int32_t *b)
         if (!nvalued)
             return 0;
         if (ntagged < 0 || nvalued < ntagged)
-            return binds_one(m, b, anchor, b[B_ANCHOR_TAIL], &m->by_value, value, nvalued);
+            return binds_one(m, b, anchor, b[B_ANCHOR_TAIL], b[B_ANCHOR_TAIL_STARS], &m->by_value,
+                             value, nvalued);
     }
     if (ntagged > 0)
-        return binds_one(m, b, at, b[B_TAIL], &m->by_tag, test, ntagged);
+        return binds_one(m, b, at, b[B_TAIL], b[B_TAIL_STARS], &m->by_tag, test, ntagged);
     for (int32_t e = 0; ntagged < 0 && e < (int32_t)m->doc.nel; e++)
         if (binds(m, b, b[B_NSTEPS] - 1, e))
             return 1;
@@ -1515,11 +1520,26 @@ static int32_t root_id(Matcher *m, const int32_t *b, int32_t len)
     return r;
 }
 
-/* The id in m->tails of the steps after step 'at' of the block at b (of length len):
- * -1 if none follow, -2 when out of memory. */
-static int32_t tail_id(Matcher *m, const int32_t *b, int32_t len, int32_t at)
+/* How many steps follow step 'at' of the block at b if all are '*' without
+ * predicates (on either axis: then a subtree that many levels high holds them), else
+ * -1. */
+static int32_t star_steps(const int32_t *b, int32_t at)
 {
-    return at == b[B_NSTEPS] - 1 ? -1 : intern_steps(&m->tails, b, len, at + 1, b[B_NSTEPS]);
+    for (int32_t i = at + 1; i < b[B_NSTEPS]; i++)
+        if (block_step(b, i)[1] >= 0 || block_step(b, i)[2] != G_NONE)
+            return -1;
+    return b[B_NSTEPS] - 1 - at;
+}
+
+/* The tail after step 'at' of the block at b (of length len) to t[0] (B_TAIL: its id
+ * in m->tails, -1 if only unguarded '*' steps or none follow) and t[1] (B_TAIL_STARS:
+ * how many of those); -1 when out of memory. */
+static int tail_of(Matcher *m, const int32_t *b, int32_t len, int32_t at, int32_t *t)
+{
+    int32_t stars = star_steps(b, at);
+    t[0] = stars >= 0 ? -1 : intern_steps(&m->tails, b, len, at + 1, b[B_NSTEPS]);
+    t[1] = stars >= 0 ? stars : 0;
+    return t[0] == -2 ? -1 : 0;
 }
 
 /* The anchor of a query whose (axis, test, guard) steps are w and whose last step
@@ -1598,10 +1618,14 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     }
     int32_t len = m->blocks.n - block;
     b[B_ROOT] = w.a[0] == AXIS_CHILD ? root_id(m, b, len) : -1;
-    b[B_TAIL] = tail_id(m, b, len, at);
-    b[B_ANCHOR_TAIL] = b[B_ANCHOR] >= 0 ? tail_id(m, b, len, b[B_ANCHOR]) : -1;
-    if (b[B_ROOT] == -2 || b[B_TAIL] == -2 || b[B_ANCHOR_TAIL] == -2)
+    int32_t tail[2], anchor_tail[2] = {-1, 0};
+    if (b[B_ROOT] == -2 || tail_of(m, b, len, at, tail) < 0
+        || (b[B_ANCHOR] >= 0 && tail_of(m, b, len, b[B_ANCHOR], anchor_tail) < 0))
         goto oom_block;
+    b[B_TAIL] = tail[0];
+    b[B_TAIL_STARS] = tail[1];
+    b[B_ANCHOR_TAIL] = anchor_tail[0];
+    b[B_ANCHOR_TAIL_STARS] = anchor_tail[1];
     IVec *list = posting_list(m, key_table, key);
     int32_t end = list->n;
     int ok = ivec_push(list, block) == 0 && ivec_push(list, m->blocks.n - block) == 0
