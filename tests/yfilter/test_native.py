@@ -275,6 +275,27 @@ def test_star_steps_after_the_last_name_as_xpath_says(profile):
         assert index.match_message(Message.from_xml(xml)) == expected, xml
 
 
+# One or two <a>, more elements holding the value of a '*' step after it: a check
+# still starts from those (up to BELOW_ANCHOR_BIAS times as many as the tag's).
+_BELOW_DOCS = [
+    b"<r><a><b x='1'/><c/></a><b x='1'/><c x='1'><d x='1'/></c></r>",
+    b"<r><a><b><c x='1'><e/></c></b></a><a/><c x='1'/><d x='1'/><e x='1'/></r>",
+    b"<r><b x='1'/><a>t<b x='2'>t</b></a><c x='1'>t</c><d>t</d><e>t<f/></e></r>",
+]
+
+
+@pytest.mark.parametrize("profile", [
+    "//a/*[@x = '1']", "//a//*[@x = '1']", "//a/*/*[@x = '1']", "//a//*[@x = '1']/*",
+    "/r/a/*[@x = '1']", "//a/*[@x = '1'][c]", "//a//*[text() = 't']", "//a/*[text() = 't']",
+    "//a/*[@x = '1']/*[@x = '1']",
+])
+def test_anchored_below_the_last_name_as_xpath_says(profile):
+    index = _index(profile)
+    for xml in _BELOW_DOCS:
+        expected = lxml_matches({"p0": profile}, xml)
+        assert index.match(etree.fromstring(xml)) == expected, xml
+
+
 def test_a_first_step_shared_by_profiles_is_checked_on_each_message_root():
     # first steps on the child axis are checked once per message and shared: each
     # profile still gets its own answer, and each message its own (the first step of
