@@ -23,6 +23,16 @@ def _index(*profiles: str) -> NativeIndex:
     return index
 
 
+def _assert_as_lxml(profile: str, docs: list[bytes]) -> None:
+    """The C matcher answers as lxml does for profile on each of docs, read from the
+    tree and from the decoded Message's columns."""
+    index = _index(profile)
+    for xml in docs:
+        expected = lxml_matches({"p0": profile}, xml)
+        assert index.match(etree.fromstring(xml)) == expected, xml
+        assert index.match_message(Message.from_xml(xml)) == expected, xml
+
+
 @pytest.mark.parametrize("profile, xml, expected", [
     # a comment or processing instruction ends a text node; CDATA joins the text
     ("/a[text() = 'xy']", b"<a>x<!--c-->y</a>", False),
@@ -243,10 +253,8 @@ _ANCHOR_DOCS = [
     "/r/a[b]/b[@x = '1']",
 ])
 def test_anchored_at_a_value_as_xpath_says(profile):
-    index = _index(profile)
-    for xml in _ANCHOR_DOCS:
-        expected = lxml_matches({"p0": profile}, xml)
-        assert index.match(etree.fromstring(xml)) == expected, xml
+    _assert_as_lxml(profile, _ANCHOR_DOCS)
+
 
 _STAR_DOCS = [
     b"<r><a/><a><b/></a></r>",                             # b: one level below a
@@ -268,11 +276,7 @@ _STAR_DOCS = [
     "//s/a/*",
 ])
 def test_star_steps_after_the_last_name_as_xpath_says(profile):
-    index = _index(profile)
-    for xml in _STAR_DOCS:
-        expected = lxml_matches({"p0": profile}, xml)
-        assert index.match(etree.fromstring(xml)) == expected, xml
-        assert index.match_message(Message.from_xml(xml)) == expected, xml
+    _assert_as_lxml(profile, _STAR_DOCS)
 
 
 # One or two <a>, more elements holding the value of a '*' step after it: a check
@@ -290,10 +294,7 @@ _BELOW_DOCS = [
     "//a/*[@x = '1']/*[@x = '1']",
 ])
 def test_anchored_below_the_last_name_as_xpath_says(profile):
-    index = _index(profile)
-    for xml in _BELOW_DOCS:
-        expected = lxml_matches({"p0": profile}, xml)
-        assert index.match(etree.fromstring(xml)) == expected, xml
+    _assert_as_lxml(profile, _BELOW_DOCS)
 
 
 def test_a_first_step_shared_by_profiles_is_checked_on_each_message_root():

@@ -24,10 +24,10 @@
  * Block (see Matcher_add_query): query, nsteps, anchor step and its value (anchor_of;
  * -1 -1: none), last step that names a tag, first step's id in m->roots (-1: it is on
  * the descendant axis), the ids in m->tails of the steps after the last named step
- * and after the anchor step (-1: none, or only '*' steps without predicates: then
- * how many, which a subtree that high holds), what to report (a PyObject *, two words: the
- * id, or the tuple of ids when there are several), each step's offset in the block,
- * then per step axis, test, guard:
+ * and after the anchor step (-1: none, or only '*' steps without predicates), how
+ * many such '*' steps follow each of the two (a subtree that high holds them), what
+ * to report (a PyObject *, two words: the id, or the tuple of ids when there are
+ * several), each step's offset in the block, then per step axis, test, guard:
  *   G_NONE | G_REF g (m->guards[g], memoised) | G_INLINE len pred*
  * where a pred is its predicate code copied, a nested path's as
  *   NESTED_IN len rel nsteps (axis test guard)*   (its steps inline, same layout).
