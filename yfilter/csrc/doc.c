@@ -379,3 +379,16 @@ Span doc_string_value(Doc *d, int32_t i)
     d->sv_ok[i] = 1;
     return s;
 }
+
+void doc_value_lengths(const Doc *d, size_t *out)
+{
+    const Elem *el = d->el;
+    for (size_t i = 0; i < d->nel; i++) {
+        size_t n = 0;
+        for (int32_t k = 0; k < el[i].ntext; k++)
+            n += d->tx[el[i].text0 + k].s.n;
+        out[i] = n;
+    }
+    for (int32_t i = (int32_t)d->nel - 1; i > 0; i--) /* children after their parent */
+        out[el[i].parent] += out[i];
+}

@@ -82,5 +82,7 @@ int doc_load(Doc *d, const xmlNode *root, const Vocab *v);
 int doc_load_table(Doc *d, const Table *t, const Vocab *v);
 /* The XPath string-value of element i (NULL s on out of memory). */
 Span doc_string_value(Doc *d, int32_t i);
+/* The length of every element's string-value (out[i] for element i), none built. */
+void doc_value_lengths(const Doc *d, size_t *out);
 
 #endif

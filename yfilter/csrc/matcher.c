@@ -86,6 +86,9 @@ typedef struct {
     PyObject *ids; /* a tuple of the profile ids, NULL once discarded */
 } Query;
 
+/* String-value lengths from this one on are one class (self_lens). */
+#define SELF_LEN_CAP 255
+
 typedef struct {
     int32_t first, n, words; /* a nested path: where its steps are, how many, their words */
 } Range;
@@ -127,6 +130,9 @@ typedef struct {
     IVec always;
     size_t capkeys;
     int32_t nself_keyed;
+    /* bit n (n < SELF_LEN_CAP; longer ones at SELF_LEN_CAP): some query needs a
+     * string-value n bytes long (see collect_selves) */
+    uint64_t self_lens[SELF_LEN_CAP / 64 + 1];
     /* In how many messages each value was, and when to file the queries again
      * under their values found least often (rekey): at message rekey_at, or once
      * the queries added or discarded since the last time (changed) are more than a
@@ -160,6 +166,8 @@ typedef struct {
     int32_t *tints;
     size_t captspans, captints;
     Memo m_guard, m_rel, m_pos, m_tail;
+    size_t *vlen; /* its elements' string-value lengths (collect_selves) */
+    size_t capvlen;
     int selves_done;
     int failed; /* out of memory during a match */
     /* totals over all messages, for stats() */
@@ -622,34 +630,64 @@ static void set_block_ids(Matcher *m, const Query *q)
     memcpy(m->blocks.a + q->block + BLOCK_IDS, &ids, sizeof ids);
 }
 
-/* Replace every query's ids with equal strings made one after another. Reporting
- * touches each matching id string (its hash, its reference count); the ones the
- * profiles were added with lie all over the heap, one page and cache miss each,
- * while the copies sit together (100k of them in a few MB). */
+static int block_cmp(const void *x, const void *y, void *queries)
+{
+    const Query *q = queries;
+    int32_t a = q[*(const int32_t *)x].block, b = q[*(const int32_t *)y].block;
+    return (a > b) - (a < b);
+}
+
+/* Replace every query's ids with equal strings made one after another, in the order
+ * of the blocks (that of the posting lists), before any tuple that holds them.
+ * Reporting touches each matching id string (its hash, its reference count); the
+ * ones the profiles were added with lie all over the heap, one page and cache miss
+ * each, while the copies sit together (100k of them in a few MB), those of the
+ * candidates of one list next to one another. */
 static int copy_ids(Matcher *m)
 {
-    for (int32_t k = 0; k < m->nqueries; k++) {
-        Query *q = &m->queries[k];
-        if (!q->ids)
-            continue;
-        Py_ssize_t n = PyTuple_GET_SIZE(q->ids);
-        PyObject *copy = PyTuple_New(n);
-        if (!copy)
-            return -1;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            PyObject *u = PyTuple_GET_ITEM(q->ids, j);
+    IVec order = {0};
+    int ok = 0;
+    for (int32_t k = 0; k < m->nqueries; k++)
+        if (m->queries[k].ids && ivec_push(&order, k) < 0)
+            goto done;
+    qsort_r(order.a, (size_t)order.n, sizeof *order.a, block_cmp, m->queries);
+    PyObject *strings = PyList_New(0);
+    if (!strings)
+        goto done;
+    for (int32_t i = 0; i < order.n; i++) {
+        PyObject *ids = m->queries[order.a[i]].ids;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ids); j++) {
+            PyObject *u = PyTuple_GET_ITEM(ids, j);
             PyObject *c = PyUnicode_FromKindAndData(PyUnicode_KIND(u), PyUnicode_DATA(u),
                                                     PyUnicode_GET_LENGTH(u));
-            if (!c) {
-                Py_DECREF(copy);
-                return -1;
+            if (!c || PyList_Append(strings, c) < 0) {
+                Py_XDECREF(c);
+                goto fail;
             }
-            PyTuple_SET_ITEM(copy, j, c);
+            Py_DECREF(c);
         }
-        Py_SETREF(q->ids, copy);
+    }
+    Py_ssize_t at = 0;
+    for (int32_t i = 0; i < order.n; i++) {
+        Query *q = &m->queries[order.a[i]];
+        Py_ssize_t n = PyTuple_GET_SIZE(q->ids);
+        PyObject *t = PyTuple_New(n);
+        if (!t)
+            goto fail;
+        for (Py_ssize_t j = 0; j < n; j++, at++) {
+            PyObject *c = PyList_GET_ITEM(strings, at);
+            Py_INCREF(c);
+            PyTuple_SET_ITEM(t, j, c);
+        }
+        Py_SETREF(q->ids, t);
         set_block_ids(m, q);
     }
-    return 0;
+    ok = 1;
+fail:
+    Py_DECREF(strings);
+done:
+    free(order.a);
+    return ok ? 0 : -1;
 }
 
 /* Do the name test and guard of step s (axis, test, guard) hold on e? */
@@ -772,12 +810,37 @@ static void mark(Matcher *m, uint32_t *stamps, IVec *list, int32_t id)
         m->failed = 1;
 }
 
+static inline size_t len_class(size_t n)
+{
+    return n < SELF_LEN_CAP ? n : SELF_LEN_CAP;
+}
+
+/* Mark the string-values of the message's elements that queries need (as selves).
+ * Only those of a length some query needs are built and looked up: most elements
+ * hold others, and building one (the root's is all the message's text) costs more
+ * than the lookup. A leaf's one text node has its id already. */
 static void collect_selves(Matcher *m)
 {
     m->selves_done = 1;
-    for (int32_t e = 0; e < (int32_t)m->doc.nel; e++) {
-        Span s = string_value(m, e);
-        mark(m, m->self_present, &m->self_ids, vocab_find(&m->vocab, s.s, s.n));
+    const Doc *d = &m->doc;
+    if (grow_array((void **)&m->vlen, &m->capvlen, d->nel, sizeof *m->vlen) < 0) {
+        m->failed = 1;
+        return;
+    }
+    doc_value_lengths(d, m->vlen);
+    for (int32_t e = 0; e < (int32_t)d->nel; e++) {
+        size_t c = len_class(m->vlen[e]);
+        if (!(m->self_lens[c / 64] >> (c % 64) & 1))
+            continue;
+        const Elem *el = &d->el[e];
+        int32_t id;
+        if (el->end == e + 1 && el->ntext == 1)
+            id = d->tx[el->text0].id;
+        else {
+            Span s = string_value(m, e);
+            id = vocab_find(&m->vocab, s.s, s.n);
+        }
+        mark(m, m->self_present, &m->self_ids, id);
     }
 }
 
@@ -831,6 +894,8 @@ static void take_candidates(Matcher *m, const IVec *list)
 /* The ids of the matching candidates, as a frozenset. The id strings are spread
  * over the heap: each is loaded (prefetch) when its query matches, and added once
  * all candidates are checked, so their cache misses overlap with the checks. */
+#define ID_AHEAD 16
+
 static PyObject *report(Matcher *m)
 {
     size_t n = 0;
@@ -858,8 +923,10 @@ static PyObject *report(Matcher *m)
     if (!out)
         return NULL;
     for (size_t k = 0; k < n; k++) {
-        if (k + AHEAD < n)
-            __builtin_prefetch(m->idv[k + AHEAD]);
+        if (k + ID_AHEAD < n) { /* its reference count and hash may be two lines */
+            __builtin_prefetch(m->idv[k + ID_AHEAD]);
+            __builtin_prefetch((char *)m->idv[k + ID_AHEAD] + offsetof(PyASCIIObject, hash));
+        }
         PyObject *ids = m->idv[k];
         int bad = 0;
         if (PyTuple_CheckExact(ids))
@@ -1647,6 +1714,10 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
         goto oom_block;
     }
     m->nself_keyed += key_table == KEY_SELF;
+    for (int32_t k = 0; k < ns.n; k++) {
+        size_t c = len_class(m->vocab.strs[ns.a[k]].n);
+        m->self_lens[c / 64] |= (uint64_t)1 << (c % 64);
+    }
     Py_INCREF(ids);
     m->queries[m->nqueries] = (Query){block, key_table, key, ids};
     set_block_ids(m, &m->queries[m->nqueries]);
@@ -1756,6 +1827,7 @@ static void Matcher_dealloc(Matcher *m)
     free(m->always.a);
     free(m->present);
     free(m->self_present);
+    free(m->vlen);
     ElemIndex *indexes[] = {&m->by_tag, &m->by_value};
     for (int k = 0; k < 2; k++) {
         free(indexes[k]->stamp);
