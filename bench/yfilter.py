@@ -15,14 +15,16 @@ engine), memory, and per message: the engine on XML bytes (everything a broker d
 parse, match, report ids), split into matching and reporting, and the engine on
 decoded ``formats.Message`` tables. In the same run: lxml evaluating compiled XPath
 profiles one by one (measured up to ``--lxml-max`` profiles, extrapolated linearly
-beyond and marked so), and the floors: lxml parse alone, parse + a walk over every
-element, and lxml's event parser (start/end events). Times are CPU time of the
+beyond and marked so), and the floors: lxml parse alone; the issue's "parse+event
+walk", the floor: lxml parse, then lxml's event walk of the tree (``iterwalk``, start
+and end events); parse + a bare walk over every element (no events, lower); and
+lxml's event parser (``iterparse``, start and end events). Times are CPU time of the
 measuring process (the machine is shared; see ``_per_message``). The "x floor"
-column divides the engine's time by parse + walk timed in the same child, its passes
-taking turns with the engine's over the same messages (``_paired``): the machine's
-slow spells, which can double every time for minutes, then fall on both sides. "x
-event" does the same against lxml's event parser (the issue's "parse+event-walk"
-read literally); the gate the project holds itself to is the stricter "x floor". The
+column divides the engine's time by parse + event walk timed in the same child, its
+passes taking turns with the engine's over the same messages (``_paired``): the
+machine's slow spells, which can double every time for minutes, then fall on both
+sides; the issue's bound is on it. "x walk" and "x event" do the same against the
+bare walk and the event parser. The
 DFA caches are warmed by a pass over other messages of the same kind first, as in a
 broker that has been running; every timed pass then sees messages the engine has
 never seen (so no cache holds their answers).
@@ -109,14 +111,21 @@ def _paired(fn, peers: list, batches: list[list]) -> list[float]:
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
 
 
+def _parse_event_walk(d: bytes) -> None:
+    """The floor, the issue's parse + event walk: parse, then walk the tree as start
+    and end events (lxml's iterwalk)."""
+    for _ev, e in etree.iterwalk(etree.fromstring(d, _PARSER), events=("start", "end")):
+        e.tag
+
+
 def _parse_walk(d: bytes) -> None:
-    """The floor: parse, then visit every element."""
+    """Parse, then visit every element (no events)."""
     for e in etree.fromstring(d, _PARSER).iter():
         e.tag
 
 
 def _event_walk(d: bytes) -> None:
-    """The issue's parse + event walk: lxml's event parser, start and end events."""
+    """lxml's event parser, start and end events."""
     for _ev, e in etree.iterparse(io.BytesIO(d), events=("start", "end"),
                                   resolve_entities=False, no_network=True):
         e.tag
@@ -127,6 +136,7 @@ def floors(batches: list[list[bytes]]) -> dict[str, float]:
         etree.fromstring(d, _PARSER)
 
     return {"parse_s": _per_message(parse, batches),
+            "parse_event_walk_s": _per_message(_parse_event_walk, batches),
             "parse_walk_s": _per_message(_parse_walk, batches),
             "event_walk_s": _per_message(_event_walk, batches)}
 
@@ -188,11 +198,12 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_wa
         "bytes_per_profile": mem / n, "rss_bytes": _rss(),
         "engine_message_s": _per_message(engine.match, msg_batches),
     }
-    # The floors again, in turns with the engine: the ratio the issue sets a bound on,
-    # against parse + walk (the stricter, the gate) and against the event parser.
-    out["engine_bytes_s"], out["floor_s"], out["event_floor_s"] = _paired(
-        engine.match, [_parse_walk, _event_walk], batches)
+    # The floors again, in turns with the engine: the ratio the issue sets a bound on
+    # (against parse + event walk), and against the bare walk and the event parser.
+    out["engine_bytes_s"], out["floor_s"], out["walk_floor_s"], out["event_floor_s"] = _paired(
+        engine.match, [_parse_event_walk, _parse_walk, _event_walk], batches)
     out["x_floor"] = out["engine_bytes_s"] / out["floor_s"]
+    out["x_walk_floor"] = out["engine_bytes_s"] / out["walk_floor_s"]
     out["x_event_floor"] = out["engine_bytes_s"] / out["event_floor_s"]
     matched = [len(engine.match(d)) for d in docs]
     out["match_fraction"] = sum(matched) / len(docs) / n
@@ -266,7 +277,8 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
         ax2.plot(xs, [doc_mb / r["lxml_s"] for r in rs], "^--", color=color, alpha=0.5,
                  label=f"lxml one-by-one {wl}")
     for key, style, label in (("parse_s", ":", "lxml parse"),
-                              ("parse_walk_s", "-.", "parse + walk (floor)"),
+                              ("parse_event_walk_s", "-", "parse + event walk (floor)"),
+                              ("parse_walk_s", "-.", "parse + bare walk"),
                               ("event_walk_s", "--", "lxml event parser")):
         ax1.axhline(fl[key] * 1e6, color="gray", linestyle=style, label=label)
         ax2.axhline(doc_mb / fl[key], color="gray", linestyle=style, label=label)
@@ -285,7 +297,8 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
 def table(results: list[dict], fl: dict) -> str:
     head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'1 by 1':>7} {'B/prof':>7} "
             f"{'match%':>7} {'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} "
-            f"{'MB/s':>6} {'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x event':>7}")
+            f"{'MB/s':>6} {'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x walk':>7} "
+            f"{'x event':>7}")
     lines = [head, "-" * len(head)]
     for r in results:
         mbs = r["doc_bytes"] / 1e6 / r["engine_bytes_s"]
@@ -297,12 +310,14 @@ def table(results: list[dict], fl: dict) -> str:
             f"{r['engine_bytes_s'] * 1e6:>9,.0f} {r['matching_s'] * 1e6:>9,.0f} "
             f"{r['reporting_s'] * 1e6:>9,.0f} {r['engine_message_s'] * 1e6:>8,.0f} "
             f"{mbs:>6.2f} {lx:>11} {r['speedup_vs_lxml']:>7.0f}x "
-            f"{r['x_floor']:>6.1f}x {r['x_event_floor']:>6.1f}x")
-    lines.append(f"floors per message: parse {fl['parse_s'] * 1e6:.0f} us, parse + walk "
+            f"{r['x_floor']:>6.1f}x {r['x_walk_floor']:>6.1f}x {r['x_event_floor']:>6.1f}x")
+    lines.append(f"floors per message: parse {fl['parse_s'] * 1e6:.0f} us, parse + event walk "
+                 f"{fl['parse_event_walk_s'] * 1e6:.0f} us, parse + bare walk "
                  f"{fl['parse_walk_s'] * 1e6:.0f} us, lxml event parser "
                  f"{fl['event_walk_s'] * 1e6:.0f} us, at the start  (* = lxml extrapolated "
-                 "linearly; x floor / x event: against parse + walk / the event parser, each "
-                 "timed in turns with the engine; add s: add_many, 1 by 1: add in a loop)")
+                 "linearly; x floor / x walk / x event: against parse + event walk / parse + "
+                 "bare walk / the event parser, each timed in turns with the engine; add s: "
+                 "add_many, 1 by 1: add in a loop)")
     return "\n".join(lines)
 
 
@@ -321,6 +336,7 @@ def targets(results: list[dict], fl: dict) -> dict:
     if r:
         out["pred_100k_match_fraction"] = r["match_fraction"]
         out["pred_100k_x_floor"] = r["x_floor"]
+        out["pred_100k_x_walk_floor"] = r["x_walk_floor"]
         out["pred_100k_x_event_floor"] = r["x_event_floor"]
         out["pred_100k_ok"] = r["match_fraction"] <= 0.01 and out["pred_100k_x_floor"] <= 5
     for wl in WORKLOADS:

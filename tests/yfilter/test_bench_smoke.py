@@ -16,10 +16,13 @@ def test_quick_run_with_profile_writes_results(tmp_path, capsys) -> None:
     results = json.loads(out.read_text())
     (r,) = results["results"]
     assert (r["workload"], r["profiles"], r["lxml_extrapolated"]) == ("pred", 200, True)
-    # Both floors were timed in turns with the engine, and each ratio is its quotient.
+    # The floors were timed in turns with the engine, and each ratio is its quotient.
     assert r["x_floor"] == r["engine_bytes_s"] / r["floor_s"]
+    assert r["x_walk_floor"] == r["engine_bytes_s"] / r["walk_floor_s"]
     assert r["x_event_floor"] == r["engine_bytes_s"] / r["event_floor_s"]
-    assert 0 < r["floor_s"] and 0 < r["event_floor_s"]
+    assert 0 < r["floor_s"] and 0 < r["walk_floor_s"] and 0 < r["event_floor_s"]
+    assert set(results["floors"]) == {"parse_s", "parse_event_walk_s", "parse_walk_s",
+                                      "event_walk_s"}
     assert r["add_s"] > 0 and r["add_each_s"] > 0  # add_many and its peer, add one by one
     rows = r["profile"]
     assert 0 < len(rows) <= 15
