@@ -328,15 +328,24 @@ def test_match_wants_an_lxml_element():
         _index("/a[@x = '1']").match("<a/>")
 
 
-def test_a_query_needing_a_value_never_interned_is_refused():
+def test_a_query_needing_a_value_never_interned_or_filed_apart_is_refused():
     m = Matcher(etree._Element)
     a = m.intern("a")
     with pytest.raises(ValueError, match="not interned"):
         m.add_query([0, a, -1], [a, a + 7], [], 1, a, ("p",))
     with pytest.raises(ValueError, match="not interned"):
         m.add_query([0, a, -1], [a], [-3], 1, a, ("p",))
+    b = m.intern("b")
+    with pytest.raises(ValueError, match="not one of the values"):  # filed under b, needs a
+        m.add_query([0, a, -1], [a], [], 1, b, ("p",))
     assert m.add_query([0, a, -1], [a], [], 1, a, ("p",)) == 0
-    assert m.match(etree.fromstring(b"<a/>")) == {"p"}
+    # filed under its second value, which the scan then takes as held: a <b> without
+    # an <a> is no candidate (the need test reads the other value)
+    assert m.add_query([0, a, -1, 1, b, -1], [a, b], [], 1, b, ("q",)) == 1  # /a//b
+    assert m.match(etree.fromstring(b"<b/>")) == frozenset()
+    assert m.stats()["need_met"] == 0
+    assert m.match(etree.fromstring(b"<a><b/></a>")) == {"p", "q"}
+    assert m.stats()["need_met"] == 2
 
 
 def _predicate_engine(n: int) -> Engine:

@@ -858,20 +858,21 @@ static inline int32_t record_words(const int32_t *r)
 }
 
 /* Add to m->cands the blocks (offset, length) of the queries of a posting list whose
- * whole need the message meets. */
-static void take_candidates(Matcher *m, const IVec *list)
+ * whole need the message meets, its first 'known' values known to be held (a base
+ * list's records start with its own value). */
+static void take_candidates(Matcher *m, const IVec *list, int32_t known)
 {
     const int32_t *a = list->a;
-    for (int32_t k = 0; k < list->n;) {
+    int32_t records = 0;
+    for (int32_t k = 0; k < list->n; records++) {
         if (k + 64 < list->n) /* lists are short: the hardware is slow to start */
             __builtin_prefetch(a + k + 64);
         int32_t block = a[k], len = a[k + 1], nb = a[k + 2], ns = a[k + 3];
         const int32_t *need = a + k + 4;
         k += 4 + nb + ns;
-        m->filed_hits++;
         if (block < 0)
             continue;
-        int32_t j = 0;
+        int32_t j = known;
         while (j < nb && m->present[need[j]] == m->gen)
             j++;
         if (j < nb)
@@ -886,6 +887,7 @@ static void take_candidates(Matcher *m, const IVec *list)
         if (ivec_push(&m->cands, block) < 0 || ivec_push(&m->cands, len) < 0)
             m->failed = 1;
     }
+    m->filed_hits += (uint64_t)records;
 }
 
 /* How many candidates ahead of the one being checked to start loading. */
@@ -1194,15 +1196,15 @@ static PyObject *match_loaded(Matcher *m, int r)
             const IVec *next = &m->by_base[m->present_ids.a[k + 2]];
             prefetch_words(next->a, next->n < 64 ? next->n : 64);
         }
-        take_candidates(m, &m->by_base[m->present_ids.a[k]]);
+        take_candidates(m, &m->by_base[m->present_ids.a[k]], 1);
     }
     if (m->nself_keyed) {
         if (!m->selves_done)
             collect_selves(m);
         for (int32_t k = 0; k < m->self_ids.n; k++)
-            take_candidates(m, &m->by_self[m->self_ids.a[k]]);
+            take_candidates(m, &m->by_self[m->self_ids.a[k]], 0);
     }
-    take_candidates(m, &m->always);
+    take_candidates(m, &m->always, 0);
     PyObject *out = report(m);
     if (out && m->failed) {
         Py_DECREF(out);
@@ -1644,6 +1646,19 @@ static void anchor_of(const Matcher *m, const IVec *w, int32_t at, int32_t *out)
     }
 }
 
+/* Move key to the front of need (a base list's records start with its own value:
+ * take_candidates need not test it); -1 if need lacks it. */
+static int key_first(IVec *need, int32_t key)
+{
+    for (int32_t k = 0; k < need->n; k++)
+        if (need->a[k] == key) {
+            need->a[k] = need->a[0];
+            need->a[0] = key;
+            return 0;
+        }
+    return -1;
+}
+
 static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
 {
     PyObject *steps, *need, *selves, *ids;
@@ -1664,6 +1679,10 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     }
     if (check_steps(m, &w) < 0 || check_values(m, &nb) < 0 || check_values(m, &ns) < 0)
         goto fail;
+    if (key_table == KEY_BASE && key_first(&nb, key) < 0) {
+        PyErr_SetString(PyExc_ValueError, "the key is not one of the values the query needs");
+        goto fail;
+    }
     for (int32_t k = 3; k < w.n; k += 3) /* the (parent, child) tag pairs it needs too */
         if (w.a[k] == AXIS_CHILD && w.a[k + 1] >= 0 && w.a[k - 2] >= 0) {
             int32_t edge = edge_value(m, w.a[k - 2], w.a[k + 1], 1);
