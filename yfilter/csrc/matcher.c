@@ -893,11 +893,12 @@ static void take_candidates(Matcher *m, const IVec *list, int32_t known)
 /* How many candidates ahead of the one being checked to start loading. */
 #define AHEAD 6
 
+/* How many ids ahead of the one being added to the set to start loading. */
+#define ID_AHEAD 16
+
 /* The ids of the matching candidates, as a frozenset. The id strings are spread
  * over the heap: each is loaded (prefetch) when its query matches, and added once
  * all candidates are checked, so their cache misses overlap with the checks. */
-#define ID_AHEAD 16
-
 static PyObject *report(Matcher *m)
 {
     size_t n = 0;
