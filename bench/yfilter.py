@@ -24,10 +24,9 @@ column divides the engine's time by parse + event walk timed in the same child, 
 passes taking turns with the engine's over the same messages (``_paired``): the
 machine's slow spells, which can double every time for minutes, then fall on both
 sides; the issue's bound is on it. "x walk" and "x event" do the same against the
-bare walk and the event parser. The
-DFA caches are warmed by a pass over other messages of the same kind first, as in a
-broker that has been running; every timed pass then sees messages the engine has
-never seen (so no cache holds their answers).
+bare walk and the event parser. The DFA caches are warmed by a pass over other
+messages of the same kind first, as in a broker that has been running; every timed
+pass then sees messages the engine has never seen (so no cache holds their answers).
 Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot. With
 ``--profile``, also where the engine's time goes at each size: the functions with the
 most own time under cProfile while it matches the timed messages (printed, and kept
