@@ -17,9 +17,10 @@ Part 1, the registration service in-process (SQLite file, a fake Kafka producer 
 admin, so Kafka's share is measured apart): a store is filled to N profiles in each shape
 (bulk inserts, the rows the service writes), the service is started on it (start-up
 restores placement and checks every stored delivery topic), and R more profiles are
-registered through its HTTP API (FastAPI's in-process client) in the same shape. The
-per-registration time includes the placement's count of profiles per broker (one
-``GROUP BY`` over all profiles, as before this change), timed apart as well.
+registered through its HTTP API (FastAPI's in-process client) in the same shape, in turns
+with the other shape. The per-registration time includes the placement's count of
+profiles per broker (one ``GROUP BY`` over all profiles, as before this change), timed
+apart as well.
 
 Part 2, a real local Kafka broker: K topics created the way the service creates a
 subscriber's topic (:class:`broker.topic_admin.KafkaTopicAdmin`: create, then wait until
@@ -89,14 +90,15 @@ def fill(store: Store, texts: list[str], shape: str, hosts: list[str]) -> str | 
 
 
 def service_part(n: int, registrations: int, seed: int, workdir: Path) -> dict:
-    """Part 1 (see the module docstring), for both shapes."""
+    """Part 1 (see the module docstring), for both shapes; their registrations are timed
+    in turns, so that a change in the machine's load hits both alike."""
     from fastapi.testclient import TestClient
 
     from broker.service import create_app
 
     overlay = builtin("figure4")
     texts = ProfileGenerator(Schema.nitf(), n_preds=(0, 1), p_star=0.1, p_desc=0.3, seed=seed).batch(n + registrations)
-    out = {}
+    runs = {}
     for shape in SHAPES:
         db = workdir / f"{shape.replace(' ', '-')}.db"
         store = Store(f"sqlite:///{db}")
@@ -107,28 +109,32 @@ def service_part(n: int, registrations: int, seed: int, workdir: Path) -> dict:
         t0 = time.perf_counter()
         client = TestClient(create_app(store, overlay, sink, topic_admin=sink))
         startup_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        store.profile_counts()
-        counts_ms = (time.perf_counter() - t0) * 1e3
         headers = {"X-Onyx-Subscriber-Token": token} if token else {}
-        times = []
-        for text in texts[n:]:
+        runs[shape] = {"db": db, "store": store, "sink": sink, "client": client, "headers": headers,
+                       "fill_s": fill_s, "startup_s": startup_s, "times": [], "counts": []}
+    for text in texts[n:]:
+        for r in runs.values():
             t0 = time.perf_counter()
-            r = client.post("/profiles", json={"text": text}, headers=headers)
-            times.append(time.perf_counter() - t0)
-            assert r.status_code == 201, r.text
-        stored = store.counts()
+            r["store"].profile_counts()
+            r["counts"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            reply = r["client"].post("/profiles", json={"text": text}, headers=r["headers"])
+            r["times"].append(time.perf_counter() - t0)
+            assert reply.status_code == 201, reply.text
+    out = {}
+    for shape, r in runs.items():
+        stored, times = r["store"].counts(), r["times"]
         out[shape] = {
             "profiles": stored["profiles"], "subscribers": stored["subscribers"],
             "delivery_topics": stored["delivery_topics"],
-            "topics_created_by_timed_registrations": len(sink.created),
+            "topics_created_by_timed_registrations": len(r["sink"].created),
             "registration_ms_mean": statistics.fmean(times) * 1e3,
             "registration_ms_p50": statistics.median(times) * 1e3,
             "registration_ms_p99": sorted(times)[int(len(times) * 0.99) - 1] * 1e3,
-            "placement_count_ms": counts_ms, "startup_s": startup_s, "bulk_fill_s": fill_s,
-            "database_mb": db.stat().st_size / 1e6,
+            "placement_count_ms": statistics.median(r["counts"]) * 1e3,
+            "startup_s": r["startup_s"], "bulk_fill_s": r["fill_s"], "database_mb": r["db"].stat().st_size / 1e6,
         }
-        store.engine.dispose()
+        r["store"].engine.dispose()
     return out
 
 
@@ -210,6 +216,8 @@ def run(args) -> dict:
         res["extrapolated"] = {
             "topics": n, "create_minutes": n * kafka["create_ms_mean"] / 6e4,
             "disk_mb": n * kafka["disk_kb_per_topic"] / 1024 if kafka["disk_kb_per_topic"] is not None else None,
+            "broker_rss_gb": (n * (kafka["broker_rss_mb_after"] - kafka["broker_rss_mb_before"]) / args.topics / 1024
+                              if kafka["broker_rss_mb_after"] is not None else None),
         }
     return res
 
@@ -234,7 +242,8 @@ def table(res: dict) -> str:
                          f"apparent); broker RSS {k['broker_rss_mb_before']:.0f} -> {k['broker_rss_mb_after']:.0f} MB")
     e = res.get("extrapolated")
     if e:
-        disk = f", {e['disk_mb']:,.0f} MB on disk" if e["disk_mb"] is not None else ""
+        disk = (f", {e['disk_mb']:,.0f} MB on disk, broker memory +{e['broker_rss_gb']:,.1f} GB"
+                if e["disk_mb"] is not None else "")
         lines.append(f"  one per profile at {e['topics']:,} profiles: {e['topics']:,} topics, about "
                      f"{e['create_minutes']:.0f} min of topic creation in all{disk} (linear: a lower bound); "
                      "one subscriber: 1 topic")
@@ -255,7 +264,8 @@ def plot(res: dict, path: Path) -> None:
     a.bar(shapes, count, label="of which: placement's profile count", alpha=0.7)
     k = res.get("kafka")
     if k and k["create_ms_p50"]:
-        a.bar(["+ Kafka topic\n(one per profile)"], [k["create_ms_p50"]], color="tab:red", label="Kafka topic creation (p50)")
+        a.bar([SHAPES[1]], [k["create_ms_p50"]], bottom=[p50[shapes.index(SHAPES[1])]], color="tab:red",
+              label="+ creating its Kafka topic (p50, real broker)")
     a.set_ylabel("ms per registration")
     a.set_title(f"at {res['config']['profiles']:,} stored profiles")
     a.legend(fontsize=8)
