@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -87,7 +88,7 @@ def _cmd_subscribe(args: argparse.Namespace) -> int:
 
     bootstrap, api_url = _endpoints(args)
     clients.subscribe(api_url, bootstrap, args.profile, _say, near=args.near, delivery_topic=args.delivery_topic,
-                      count=args.count, timeout=args.timeout, keep=args.keep)
+                      subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep)
     return 0
 
 
@@ -200,7 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
                                "deleted at the end unless --keep.")
     subscribe.add_argument("profile", help="the profile text, e.g. \"/nitf[head/pubdata/@edition.area='SF']\"")
     subscribe.add_argument("--near", default=None, help="broker you are near (placement hint)")
-    subscribe.add_argument("--delivery-topic", default=None, help="deliver to this topic (default onyx.deliver.<host>)")
+    subscribe.add_argument("--delivery-topic", default=None,
+                           help="deliver to this topic, which becomes yours (outside onyx.*; default: your "
+                           "subscriber's own onyx.deliver.<subscriber id>)")
+    subscribe.add_argument("--subscriber-token", default=os.environ.get("ONYX_SUBSCRIBER_TOKEN"),
+                           help="register for this subscriber (default $ONYX_SUBSCRIBER_TOKEN; unset: a new "
+                           "subscriber, printed with --keep)")
     subscribe.add_argument("--count", type=int, default=0, help="stop after N deliveries")
     subscribe.add_argument("--timeout", type=float, default=0.0, help="stop after S seconds")
     subscribe.add_argument("--keep", action="store_true", help="keep the profile registered (prints its token)")

@@ -3,7 +3,8 @@
 A publisher is any Kafka producer writing text XML to ``onyx.src.<source>``; this one
 adds an ``onyx-message-id`` header (a fresh id per message) so that subscribers can
 de-duplicate. A subscriber registers a profile over HTTP and reads its deliveries:
-Kafka records on the profile's delivery topic keyed by its profile id.
+Kafka records on the profile's delivery topic keyed by its profile id. Without a
+subscriber token the registration creates a subscriber, whose own delivery topic is new.
 
 >>> [name for name, _ in messages_from([], generate=2, seed=1)]
 ['gen-1-0', 'gen-1-1']
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from broker import topics
+from broker.kafka_auth import client_options
 
 Say = Callable[[str], None]
 
@@ -29,10 +31,13 @@ class ApiError(RuntimeError):
     """The registration service refused a request or could not be reached."""
 
 
-def api(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict | list | None:
-    """One JSON request to the registration service; :class:`ApiError` with the
-    service's own message for a 4xx/5xx answer."""
-    headers = {"Content-Type": "application/json", **({"X-Onyx-Token": token} if token else {})}
+def api(method: str, url: str, body: dict | None = None, token: str | None = None,
+        subscriber_token: str | None = None) -> dict | list | None:
+    """One JSON request to the registration service, with a profile's ``token`` and/or a
+    ``subscriber_token`` if given; :class:`ApiError` with the service's own message for a
+    4xx/5xx answer."""
+    headers = {"Content-Type": "application/json", **({"X-Onyx-Token": token} if token else {}),
+               **({"X-Onyx-Subscriber-Token": subscriber_token} if subscriber_token else {})}
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data, headers, method=method)
     try:
@@ -77,7 +82,7 @@ def publish(bootstrap: str, topic: str, messages: list[tuple[str, bytes]], rate:
     from tqdm import tqdm
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                             max_request_size=16 * 1024 * 1024)
+                             max_request_size=16 * 1024 * 1024, **client_options())
     ids = []
     start = time.monotonic()
     try:
@@ -96,18 +101,22 @@ def publish(bootstrap: str, topic: str, messages: list[tuple[str, bytes]], rate:
 
 class TopicTail:
     """Reads topics from the offsets they had when it was created, so that nothing
-    written after that is missed (deliveries, whichever topic they land on)."""
+    written after that is missed (deliveries, whichever topic they land on); with
+    ``from_start``, from their first record (a topic created for this reader)."""
 
-    def __init__(self, bootstrap: str, names: list[str]) -> None:
+    def __init__(self, bootstrap: str, names: list[str], from_start: bool = False) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
         topics.ensure_topics(bootstrap, names)
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                      consumer_timeout_ms=500)
+                                      consumer_timeout_ms=500, **client_options())
         parts = [TopicPartition(t, p) for t in names for p in sorted(self.consumer.partitions_for_topic(t) or {0})]
         self.consumer.assign(parts)
-        for tp, offset in self.consumer.end_offsets(parts).items():
-            self.consumer.seek(tp, offset)
+        if from_start:
+            self.consumer.seek_to_beginning(*parts)
+        else:
+            for tp, offset in self.consumer.end_offsets(parts).items():
+                self.consumer.seek(tp, offset)
 
     def __iter__(self):
         """Records that arrived since the last call (stops after half a second of quiet)."""
@@ -118,20 +127,20 @@ class TopicTail:
 
 
 def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | None = None,
-              delivery_topic: str | None = None, count: int = 0, timeout: float = 0.0,
-              keep: bool = False) -> int:
-    """Register ``text``, print its deliveries as they arrive; stop after ``count``
-    deliveries or ``timeout`` seconds (0: until Ctrl-C); delete the profile at the end
-    unless ``keep``. Returns the number of deliveries."""
-    if delivery_topic:
-        names = [delivery_topic]
-    else:
-        names = [topics.delivery_topic(b["broker_id"]) for b in api("GET", f"{api_url}/brokers")]
-    reader = TopicTail(bootstrap, names)
+              delivery_topic: str | None = None, subscriber_token: str | None = None, count: int = 0,
+              timeout: float = 0.0, keep: bool = False) -> int:
+    """Register ``text`` (for the subscriber of ``subscriber_token``, else a new one),
+    print its deliveries as they arrive; stop after ``count`` deliveries or ``timeout``
+    seconds (0: until Ctrl-C); delete the profile at the end unless ``keep``. Returns
+    the number of deliveries."""
     body = {"text": text, **({"near": near} if near else {}),
             **({"delivery": {"topic": delivery_topic}} if delivery_topic else {})}
-    reg = api("POST", f"{api_url}/profiles", body)
+    reg = api("POST", f"{api_url}/profiles", body, subscriber_token=subscriber_token)
     pid = reg["profile_id"]
+    # A new subscriber's own topic is new: read it all. Otherwise from now on: a new
+    # profile matches nothing before its routing query has reached the root brokers.
+    fresh = "subscriber_token" in reg and reg["delivery_topic"] == topics.delivery_topic(reg["subscriber_id"])
+    reader = TopicTail(bootstrap, [reg["delivery_topic"]], from_start=fresh)
     say(f"registered profile {pid} on broker {reg['host_broker']}; deliveries on {reg['delivery_topic']}"
         + ("" if keep else " (deleted again when this stops)"))
     received = 0
@@ -153,6 +162,9 @@ def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | 
         reader.close()
         if keep:
             say(f"kept profile {pid}; its token (needed to update or delete it): {reg['token']}")
+            if "subscriber_token" in reg:
+                say(f"subscriber {reg['subscriber_id']}; its token (--subscriber-token, to add profiles to "
+                    f"{reg['delivery_topic']}): {reg['subscriber_token']}")
         else:
             api("DELETE", f"{api_url}/profiles/{pid}", token=reg["token"])
             say(f"deleted profile {pid}")

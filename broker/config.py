@@ -42,6 +42,23 @@ DATABASE_URL = os.environ.get("ONYX_DATABASE_URL", f"sqlite:///{RUN_DIR / 'onyx.
 """Where the registration service keeps sources and profiles (ONYX_DATABASE_URL):
 a SQLite file by default, or ``postgresql+psycopg://user:pass@host/db``."""
 
+KAFKA_USERNAME = os.environ.get("ONYX_KAFKA_USERNAME") or None
+"""User the Kafka clients authenticate as (ONYX_KAFKA_USERNAME); unset, they do not
+authenticate (a local Kafka). In the Helm chart each broker, the registration service and
+each publisher or subscriber is a Strimzi ``KafkaUser`` whose ACLs say what it may touch."""
+
+KAFKA_PASSWORD = os.environ.get("ONYX_KAFKA_PASSWORD") or None
+"""That user's password (ONYX_KAFKA_PASSWORD), e.g. from the Secret Strimzi writes for a KafkaUser."""
+
+KAFKA_SASL_MECHANISM = os.environ.get("ONYX_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+"""SASL mechanism with a username (ONYX_KAFKA_SASL_MECHANISM): SCRAM-SHA-512 or SCRAM-SHA-256."""
+
+KAFKA_SECURITY_PROTOCOL = os.environ.get("ONYX_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+"""Security protocol with a username (ONYX_KAFKA_SECURITY_PROTOCOL): SASL_PLAINTEXT or SASL_SSL."""
+
+DELIVERY_PARTITIONS = int(os.environ.get("ONYX_DELIVERY_PARTITIONS", "1"))
+"""Partitions of each delivery topic the registration service creates (ONYX_DELIVERY_PARTITIONS)."""
+
 API_HOST = os.environ.get("ONYX_API_HOST", "127.0.0.1")
 """Address the registration service binds to (ONYX_API_HOST); loopback by default."""
 

@@ -5,7 +5,7 @@ record on the compacted ``onyx.profiles`` topic (a tombstone on delete), keyed b
 profile id; a source registration becomes a ``catalog`` packet on its root broker's
 inbound topic and a record on the compacted ``onyx.catalog`` topic. Payloads are JSON.
 
->>> key, value, headers = query_packet("add", ProfileRecord("p1", "/a", "b5", "onyx.deliver.b5", 1))
+>>> key, value, headers = query_packet("add", ProfileRecord("p1", "/a", "b5", "onyx.deliver.s1", 1))
 >>> key, json.loads(value)["op"], headers
 (b'p1', 'add', [('onyx-flow', b'query')])
 """
@@ -72,9 +72,11 @@ class KafkaSender:
     def __init__(self, bootstrap_servers: str, timeout_s: float = 15.0) -> None:
         from kafka import KafkaProducer
 
+        from broker.kafka_auth import client_options
+
         self.timeout_s = timeout_s
         self.producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", retries=3,
-                                      max_block_ms=int(timeout_s * 1000))
+                                      max_block_ms=int(timeout_s * 1000), **client_options())
 
     def send(self, topic: str, packet: Packet) -> None:
         from kafka.errors import KafkaError

@@ -2,15 +2,16 @@
 
 Starts Kafka, the registration service and six brokers (streaming queries of one
 Spark application); registers ONYX's transformation profiles Q1-Q3 (Q1 and Q2 near
-broker b5, Q3 near b6, as in ONYX Figure 6) and a few thousand generated filters
-through the HTTP API; waits until the routing tables have converged; publishes
-generated NITF messages, the news-agency files of ``../shared/corpus/news/`` (when
-present), two stock stories for Q1 and Q2 and one malformed message to the source
-topic with a Kafka producer; then reads every delivery topic and compares what each
-subscriber received (and, for Q1-Q3, the documents they construct) with a
-centralized engine holding every profile (the reference). It prints a summary and
-stops everything. Exit status 0 only if every subscriber received exactly what the
-reference says and the malformed message reached the dead-letter topic.
+broker b5, Q3 near b6, as in ONYX Figure 6), each as a subscriber of its own, and a
+few thousand generated filters as one more subscriber, through the HTTP API; waits
+until the routing tables have converged; publishes generated NITF messages, the
+news-agency files of ``../shared/corpus/news/`` (when present), two stock stories for
+Q1 and Q2 and one malformed message to the source topic with a Kafka producer; then
+reads the four subscribers' delivery topics and compares what each profile received
+(and, for Q1-Q3, the documents they construct) with a centralized engine holding every
+profile (the reference). It prints a summary and stops everything. Exit status 0 only
+if every profile received exactly what the reference says, on its own subscriber's
+topic, and the malformed message reached the dead-letter topic.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class DemoResult:
     received: dict[str, set[str]] = field(default_factory=dict)
     received_docs: dict[tuple[str, str], list[bytes]] = field(default_factory=dict)
     dead_letters: list[tuple[str, str]] = field(default_factory=list)  # (key, reason)
+    misdelivered: int = 0   # deliveries on a topic other than their profile's subscriber's
     forwarded: int = 0
     flooding: int = 0
 
@@ -71,25 +73,37 @@ class DemoResult:
         exact = all(self.received.get(m, set()) == p for m, p in self.expected.items())
         same_docs = all(sorted(self.received_docs.get(k, [])) == sorted(docs)
                         for k, docs in self.expected_docs.items())
-        return exact and same_docs and self.refused <= {k for k, _ in self.dead_letters}
+        return (exact and same_docs and not self.misdelivered
+                and self.refused <= {k for k, _ in self.dead_letters})
+
+
+@dataclass
+class Registered:
+    """The demo's profiles ``{profile id: (name, text)}`` and each one's delivery topic."""
+
+    profiles: dict[str, tuple[str, str]] = field(default_factory=dict)
+    topics: dict[str, str] = field(default_factory=dict)
 
 
 def register(api_url: str, overlay_brokers: list[str], n_generated: int, seed: int,
-             progress: bool) -> dict[str, tuple[str, str]]:
-    """Register Q1-Q3 and ``n_generated`` generated profiles; returns
-    ``{profile id: (name, text)}``."""
+             progress: bool) -> Registered:
+    """Register Q1-Q3, each as a new subscriber, and ``n_generated`` generated profiles
+    as one subscriber (one delivery topic for them all, not one each)."""
     from tqdm import tqdm
 
     rng = random.Random(seed)
-    texts = [(name, text, near) for name, (text, near) in NAMED.items()]
+    generated = api("POST", f"{api_url}/subscribers")
+    texts = [(name, text, near, None) for name, (text, near) in NAMED.items()]
     gen = ProfileGenerator(Schema.nitf(), n_preds=(0, 1), p_star=0.1, p_desc=0.3, seed=seed)
-    texts += [(f"gen-{i}", t, rng.choice(overlay_brokers)) for i, t in enumerate(gen.batch(n_generated))]
-    profiles = {}
-    for name, text, near in tqdm(texts, desc="registering profiles over HTTP", unit="profile",
-                                 disable=not progress):
-        body = api("POST", f"{api_url}/profiles", {"text": text, "near": near})
-        profiles[body["profile_id"]] = (name, text)
-    return profiles
+    texts += [(f"gen-{i}", t, rng.choice(overlay_brokers), generated["token"])
+              for i, t in enumerate(gen.batch(n_generated))]
+    out = Registered()
+    for name, text, near, token in tqdm(texts, desc="registering profiles over HTTP", unit="profile",
+                                        disable=not progress):
+        body = api("POST", f"{api_url}/profiles", {"text": text, "near": near}, subscriber_token=token)
+        out.profiles[body["profile_id"]] = (name, text)
+        out.topics[body["profile_id"]] = body["delivery_topic"]
+    return out
 
 
 def reference(profiles: dict[str, tuple[str, str]], docs: list[tuple[str, bytes]],
@@ -118,8 +132,10 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
     corpus = config.CORPUS_DIR if corpus is None else corpus
     brokers = cluster.overlay.brokers
     t0 = time.monotonic()
-    registered = register(cluster.api_url, brokers, profiles, seed, progress)
-    say(f"  registered {len(registered)} profiles (Q1-Q3 + {profiles} generated) in {time.monotonic() - t0:.0f}s")
+    reg = register(cluster.api_url, brokers, profiles, seed, progress)
+    registered = reg.profiles
+    say(f"  registered {len(registered)} profiles (Q1-Q3 + {profiles} generated) in {time.monotonic() - t0:.0f}s "
+        f"as {len(set(reg.topics.values()))} subscribers, each with its own delivery topic")
     t0 = time.monotonic()
     cluster.wait_idle(timeout=timeout)
     tables = {b: sum(t["links"] for t in job.status()["routing"].values()) for b, job in cluster.jobs.items()}
@@ -129,7 +145,7 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
     docs = list(messages_from([corpus] if corpus.is_dir() else [], generate=messages, seed=seed))
     docs += STOCK_NEWS
     docs.append(("malformed", MALFORMED))
-    names = [topics.delivery_topic(b) for b in brokers] + [topics.DEAD_LETTER]
+    names = sorted(set(reg.topics.values())) + [topics.DEAD_LETTER]
     reader = TopicTail(cluster.bootstrap_servers, names)
     forwarded_before = sum(j.status()["forwarded"] for j in cluster.jobs.values())
     source = sorted(cluster.overlay.sources)[0]
@@ -144,7 +160,9 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
 
     def take(r) -> None:
         pid = r.key.decode()
-        if pid in registered:
+        if reg.topics.get(pid) != r.topic:
+            result.misdelivered += 1  # another subscriber's delivery, or none of the demo's
+        elif pid in registered:
             mid = dict(r.headers)["onyx-message-id"].decode()
             received[mid].add(pid)
             if registered[pid][0] in NAMED:
@@ -188,6 +206,8 @@ def summarize(result: DemoResult, registered: dict[str, tuple[str, str]], say) -
         f"{len(gen)} profiles, {sum(1 for p in gen if got[p])} of them received something")
     say(f"  links: {result.forwarded} messages forwarded between brokers; flooding would send "
         f"{result.flooding}")
+    if result.misdelivered:
+        say(f"  {result.misdelivered} deliveries on a topic other than their subscriber's own")
     for (_, pid), docs in sorted(result.received_docs.items(), key=lambda kv: registered[kv[0][1]][0]):
         say(f"  {registered[pid][0]} result: {_short(docs[0].decode(errors='replace'))}")
     for key, reason in result.dead_letters:

@@ -1,8 +1,9 @@
 """``onyx deploy render``: the Kubernetes manifests of the Helm chart for one overlay.
 
 The chart (``deploy/helm/onyx``) knows nothing about topic naming: it renders one
-``KafkaTopic`` per entry of ``overlay.topics``, one ``SparkApplication`` per entry of
-``overlay.brokers`` and the overlay ConfigMap from ``overlay.config``. This module
+``KafkaTopic`` per entry of ``overlay.topics``, one ``SparkApplication`` (and Kafka user)
+per entry of ``overlay.brokers``, the overlay ConfigMap from ``overlay.config`` and the
+Kafka users' ACLs from ``overlay.access``. This module
 produces that ``overlay`` values block from an overlay config with
 :mod:`broker.deploy_topology` (so names come from :mod:`broker.topics`), then runs
 ``helm template`` with it and any user values files on top.
@@ -25,7 +26,7 @@ from typing import Any, Sequence
 import yaml
 
 from broker import config
-from broker.deploy_topology import topology
+from broker.deploy_topology import access, topology
 from routing.overlay import Overlay
 
 CHART_DIR = config.REPO_ROOT / "deploy" / "helm" / "onyx"
@@ -66,8 +67,19 @@ def overlay_values(overlay: Overlay) -> dict[str, Any]:
                 {"id": b.id, "key": b.key, "reads": list(b.reads), "writes": list(b.writes)} for b in plan.brokers
             ],
             "topics": [{"name": t.name, "kind": t.kind, "key": t.key} for t in plan.topics],
+            "access": _access_values(overlay),
         }
     }
+
+
+def _access_values(overlay: Overlay) -> dict[str, Any]:
+    """The ``overlay.access`` block: the topic resources of the chart's Kafka ACLs."""
+    acl = access(overlay)
+
+    def resources(rs):
+        return [{"name": r.name, "patternType": r.pattern_type} for r in rs]
+    return {"sourcePrefix": acl.source_prefix, "deliveryPrefix": acl.delivery_prefix,
+            "registryWrites": resources(acl.registry_writes), "brokersNeverWrite": resources(acl.brokers_never_write)}
 
 
 def values_yaml(overlay: Overlay) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker import config, topics
+from broker.kafka_auth import spark_options
 from broker.plan import Limits, PlanSpec, cached_plan
 from broker.state import BrokerState
 from routing.overlay import Overlay
@@ -144,6 +145,7 @@ class BrokerJob:
         flow = F.coalesce(F.expr("cast(get(filter(headers, h -> h.key = 'onyx-flow'), 0).value as string)"), F.lit("xml"))
         rows = (self.spark.readStream.format("kafka")
                 .option("kafka.bootstrap.servers", s.bootstrap_servers)
+                .options(**spark_options())
                 .option("subscribePattern", self._pattern())
                 .option("kafka.metadata.max.age.ms", "2000")  # notice new source topics quickly
                 .option("startingOffsets", "earliest")
@@ -188,6 +190,7 @@ class BrokerJob:
                 [(t, k, v, [{"key": hk, "value": hv} for hk, hv in h]) for t, k, v, h in out_rows], OUT_SCHEMA))
         (result.write.format("kafka")
          .option("kafka.bootstrap.servers", self.settings.bootstrap_servers)
+         .options(**spark_options())
          .save())
         # Only after the batch's rows are in Kafka: a crash before this line replays
         # the batch against the older snapshot, so its deltas are sent again.

@@ -8,7 +8,8 @@ also tells apart two overlays with a broker of the same name in one Spark applic
 validates the source (or parses the packet header) and decodes by format;
 :meth:`Plan.route` forwards the message down the links of its tree whose routing
 queries it matches (re-encoded in the link's format); :meth:`Plan.deliver` matches the
-profiles hosted here. Routing is on the critical path: the executor function routes a
+profiles hosted here (a delivery to one of the overlay's own topics becomes a dead letter:
+it would loop). Routing is on the critical path: the executor function routes a
 whole batch and hands those rows to the Kafka sink before it matches local profiles.
 Bad input becomes one dead letter with the reason; nothing raises.
 """
@@ -79,6 +80,11 @@ class Plan:
         self.engine = Engine()
         self.engine.add_many((pid, text) for pid, (text, _) in spec.profiles.items())
         self.delivery = {pid: topic for pid, (_, topic) in spec.profiles.items()}
+        # A delivery into a topic the overlay reads would be read, matched and delivered
+        # again, without end. The service refuses such topics; a profile that has one all
+        # the same (an older store, a packet written by hand) gets dead letters instead.
+        self.refused = {pid: reason for pid, topic in self.delivery.items()
+                        if (reason := topics.internal_reason(topic)) is not None}
         self.dictionaries = DictionaryStore(Dictionary.from_json(d) for d in spec.dictionaries.values())
         self.tables: dict[str, RoutingTable] = {}
         for root, links in spec.tables.items():
@@ -179,7 +185,10 @@ class Plan:
             return []
         out = PacketHeader("xml", format="text", source_id=header.source_id,
                            root_broker=header.root_broker, message_id=header.message_id).to_kafka()
-        return [(self.delivery[pid], pid.encode(), doc, out) for pid in sorted(results) for doc in results[pid]]
+        delivered = [(self.delivery[pid], pid.encode(), doc, out)
+                     for pid in sorted(results) if pid not in self.refused for doc in results[pid]]
+        return delivered + [dead_letter(f"not delivered to profile {pid}: its delivery topic {self.refused[pid]}",
+                                        *inbound.record) for pid in sorted(self.refused.keys() & results.keys())]
 
 
 _CACHE: dict[str, tuple[str, Plan]] = {}

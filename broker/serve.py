@@ -14,6 +14,7 @@ from broker import config
 from broker.control_packets import KafkaSender
 from broker.service import create_app
 from broker.store import Store
+from broker.topic_admin import KafkaTopicAdmin
 from broker.topics import CATALOG, PROFILES, ensure_topics, broker_topic
 from routing.overlay import Overlay, builtin
 
@@ -34,9 +35,10 @@ def build_app(settings: ServiceSettings):
     ensure_topics(settings.bootstrap_servers,
                   [CATALOG, PROFILES] + [broker_topic(b) for b in settings.overlay.brokers])
     sender = KafkaSender(settings.bootstrap_servers)
+    admin = KafkaTopicAdmin(settings.bootstrap_servers)
     app = create_app(Store(settings.database_url), settings.overlay, sender, settings.placement,
-                     settings.admin_token)
-    app.router.on_shutdown.append(sender.close)
+                     settings.admin_token, admin)
+    app.router.on_shutdown.extend([sender.close, admin.close])
     return app
 
 

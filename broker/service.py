@@ -5,11 +5,19 @@ profile gets HTTP 422 with the parser's message and leaves nothing behind), get 
 broker from the placement strategy, are stored durably and sent as query packets to
 the host broker. Updating or deleting a profile needs the token returned when it was
 registered, in an ``X-Onyx-Token`` header (or ``Authorization: Bearer <token>``).
+
+Every profile belongs to a subscriber (:mod:`broker.subscribers`): the one whose token
+comes in ``X-Onyx-Subscriber-Token``, or a new one, created with the profile and returned
+with it. A profile delivers to its subscriber's own topic ``onyx.deliver.<subscriber id>``
+unless it names another; a topic the overlay uses itself is refused (422), one another
+subscriber owns too (409). Profiles stored by an older version with such a topic are
+refused when the service starts (:func:`refuse_internal_profiles`).
 The OpenAPI description is served at ``/openapi.json``, interactive docs at ``/docs``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import threading
@@ -24,12 +32,16 @@ from broker import topics
 from broker.control_packets import PacketSendError, Sender, announce_profile, announce_source, source_dictionary
 from broker.placement import PlacementError, PlacementRequest, make_strategy
 from broker.store import DuplicateError, ProfileRecord, SourceRecord, Store
+from broker.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
+from broker.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
 from formats.errors import FormatError
 from routing.overlay import Overlay
 from yfilter import Engine, ProfileError
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_PROFILE_CHARS = 100_000
+SUBSCRIBER_TOKEN_HEADER = "X-Onyx-Subscriber-Token"
+log = logging.getLogger("onyx.service")
 
 
 class SourceIn(BaseModel):
@@ -47,7 +59,9 @@ class SourceOut(BaseModel):
 
 
 class Delivery(BaseModel):
-    topic: str | None = Field(None, description="Kafka topic for deliveries (default onyx.deliver.<host broker>)")
+    topic: str | None = Field(None, description="Kafka topic for deliveries (default: the subscriber's own "
+                              "onyx.deliver.<subscriber id>). A topic you name becomes yours: it must lie outside "
+                              "the overlay's onyx.* topics (422) and not belong to another subscriber (409)")
 
     @field_validator("topic")
     @classmethod
@@ -72,8 +86,18 @@ class ProfileUpdate(BaseModel):
 class ProfileRegistered(BaseModel):
     profile_id: str
     host_broker: str
-    token: str
-    delivery_topic: str
+    token: str = Field(description="the profile's token, needed to update or delete it")
+    delivery_topic: str = Field(description="deliveries: Kafka records keyed by profile_id, header onyx-message-id")
+    subscriber_id: str = Field(description="the subscriber owning the profile")
+    subscriber_token: str | None = Field(None, description=f"only when the request had no {SUBSCRIBER_TOKEN_HEADER}: "
+                                         "the token of the subscriber created with this profile; send it with your "
+                                         "next profiles so they share its delivery topic")
+
+
+class SubscriberRegistered(BaseModel):
+    subscriber_id: str
+    token: str = Field(description=f"send it as {SUBSCRIBER_TOKEN_HEADER} when registering profiles")
+    delivery_topic: str = Field(description="your own delivery topic (already created): the default for your profiles")
 
 
 class ProfileView(BaseModel):
@@ -82,6 +106,7 @@ class ProfileView(BaseModel):
     host_broker: str
     delivery_topic: str
     version: int
+    subscriber_id: str | None = Field(description="null for a profile registered before subscribers existed")
 
 
 class BrokerView(BaseModel):
@@ -116,11 +141,37 @@ class MoveView(BaseModel):
     to_broker: str
 
 
+def _view(record: ProfileRecord) -> ProfileView:
+    return ProfileView(profile_id=record.id, text=record.text, host_broker=record.host_broker,
+                       delivery_topic=record.delivery_topic, version=record.version,
+                       subscriber_id=record.subscriber_id)
+
+
+def refuse_internal_profiles(store: Store, sender: Sender) -> list[tuple[ProfileRecord, str]]:
+    """Delete the stored profiles that deliver to one of the overlay's own topics (an
+    older version accepted them), tell their host brokers, and log each with the reason;
+    returns them with their reasons."""
+    refused = [(p, reason) for p in store.list_profiles()
+               if (reason := topics.internal_reason(p.delivery_topic)) is not None]
+    for p, reason in refused:
+        with store.transaction() as tx:
+            tx.delete_profile(p.id)
+            announce_profile(sender, "delete", ProfileRecord(p.id, p.text, p.host_broker, p.delivery_topic,
+                                                             p.version + 1, p.subscriber_id))
+        log.warning("refused stored profile %s (host %s): its delivery topic %s; it was deleted, not loaded. "
+                    "Its subscriber must register it again with another delivery topic (or none).",
+                    p.id, p.host_broker, reason)
+    return refused
+
+
 def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest",
-               admin_token: str | None = None) -> FastAPI:
+               admin_token: str | None = None, topic_admin: TopicAdmin | None = None) -> FastAPI:
     """The registration service over a store, an overlay and a packet sender;
     ``placement`` names the host-choice strategy, ``admin_token`` enables the operator
-    endpoint ``POST /rebalance``."""
+    endpoint ``POST /rebalance``, ``topic_admin`` creates delivery topics as they are
+    handed out (default: none are created)."""
+    refuse_internal_profiles(store, sender)
+    subscribers = Subscribers(store, topic_admin or NoTopicAdmin(), taken=overlay.brokers)
     placer = make_strategy(placement, overlay)
     placer.restore((p.id, p.text, p.host_broker) for p in store.list_profiles())
     placing = threading.Lock()  # requests run in a thread pool; strategies keep state
@@ -152,6 +203,17 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     async def _duplicate(_: Request, exc: DuplicateError) -> JSONResponse:
         return JSONResponse(status_code=409, content={"detail": str(exc)})
 
+    @app.exception_handler(SubscriberError)
+    async def _subscriber_error(_: Request, exc: SubscriberError) -> JSONResponse:
+        status = 401 if isinstance(exc, UnknownSubscriberError) else 422
+        return JSONResponse(status_code=status, content={"detail": str(exc)})
+
+    @app.exception_handler(TopicAdminError)
+    async def _topic_admin_error(_: Request, exc: TopicAdminError) -> JSONResponse:
+        if isinstance(exc, TopicRefusedError):
+            return JSONResponse(status_code=422, content={"detail": str(exc)})
+        return JSONResponse(status_code=503, content={"detail": f"{exc}; nothing was changed, try again"})
+
     def authorized(profile_id: str, token: str) -> ProfileRecord:
         record = store.profile(profile_id)
         if record is None:
@@ -182,32 +244,55 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         overlay.sources[source_id] = root
         return SourceOut(source_id=source_id, root_broker=root, topic=topics.source_topic(source_id))
 
-    @app.post("/profiles", response_model=ProfileRegistered, status_code=201, summary="Register a profile")
-    def register_profile(body: ProfileIn) -> ProfileRegistered:
+    @app.post("/subscribers", response_model=SubscriberRegistered, status_code=201,
+              summary="Register a subscriber")
+    def register_subscriber() -> SubscriberRegistered:
+        """A new subscriber: its id, its token (send it as X-Onyx-Subscriber-Token with its
+        profiles) and its own delivery topic, created in Kafka before this returns."""
+        with store.transaction() as tx:
+            new = subscribers.register(tx)
+            subscribers.create_topics(tx)
+        return SubscriberRegistered(subscriber_id=new.id, token=new.token, delivery_topic=new.delivery_topic)
+
+    @app.post("/profiles", response_model=ProfileRegistered, response_model_exclude_none=True, status_code=201,
+              summary="Register a profile")
+    def register_profile(body: ProfileIn, x_onyx_subscriber_token: Annotated[
+            str | None, Header(description="the subscriber's token; without it a new subscriber is created "
+                                           "and returned (subscriber_id, subscriber_token)")] = None,
+                         ) -> ProfileRegistered:
+        """Register a profile of the subscriber whose token is in X-Onyx-Subscriber-Token
+        (or of a new subscriber). Deliveries are Kafka records on ``delivery_topic``
+        keyed by ``profile_id``, with the message id in the ``onyx-message-id`` header."""
         validate_profile(body.text)
+        requested = body.delivery.topic if body.delivery else None
+        owner = subscribers.authenticate(x_onyx_subscriber_token).id if x_onyx_subscriber_token else None
+        subscriber_id = owner or subscribers.new_id()
+        subscribers.check_topic(subscriber_id, requested)  # refused before anything is stored
         profile_id = uuid.uuid4().hex[:16]
         with placing:
             host = placer.choose(PlacementRequest(overlay, store.profile_counts(), body.near, body.location,
                                                   body.text, profile_id))
-            topic = (body.delivery.topic if body.delivery else None) or topics.delivery_topic(host)
-            record = ProfileRecord(profile_id, body.text, host, topic, 1)
             token = secrets.token_urlsafe(24)
             try:
                 with store.transaction() as tx:
+                    new = None if owner else subscribers.register(tx, subscriber_id)
+                    topic = subscribers.delivery_topic(tx, subscriber_id, requested)
+                    record = ProfileRecord(profile_id, body.text, host, topic, 1, subscriber_id)
                     tx.add_profile(record, token)
+                    subscribers.create_topics(tx)
                     announce_profile(sender, "add", record)
             except Exception:
                 placer.forget(profile_id)  # not registered after all
                 raise
-        return ProfileRegistered(profile_id=record.id, host_broker=host, token=token, delivery_topic=topic)
+        return ProfileRegistered(profile_id=record.id, host_broker=host, token=token, delivery_topic=topic,
+                                 subscriber_id=subscriber_id, subscriber_token=new.token if new else None)
 
     @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile")
     def get_profile(profile_id: str) -> ProfileView:
         record = store.profile(profile_id)
         if record is None:
             raise HTTPException(404, f"no profile {profile_id!r}")
-        return ProfileView(profile_id=record.id, text=record.text, host_broker=record.host_broker,
-                           delivery_topic=record.delivery_topic, version=record.version)
+        return _view(record)
 
     @app.put("/profiles/{profile_id}", response_model=ProfileView, summary="Replace a profile's text")
     def update_profile(profile_id: str, body: ProfileUpdate,
@@ -215,20 +300,28 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                        authorization: Annotated[str | None, Header()] = None) -> ProfileView:
         old = authorized(profile_id, _token(x_onyx_token, authorization))
         validate_profile(body.text)
-        topic = (body.delivery.topic if body.delivery else None) or old.delivery_topic
-        record = ProfileRecord(old.id, body.text, old.host_broker, topic, old.version + 1)
+        requested = body.delivery.topic if body.delivery else None
+        if requested is not None and requested != old.delivery_topic:
+            if old.subscriber_id is None:
+                raise TopicNotAllowedError("this profile was registered before subscribers existed, so it cannot "
+                                           "claim a delivery topic: register it again to get one of your own")
+            subscribers.check_topic(old.subscriber_id, requested)
         with store.transaction() as tx:
+            topic = (old.delivery_topic if requested in (None, old.delivery_topic)
+                     else subscribers.delivery_topic(tx, old.subscriber_id, requested))
+            record = ProfileRecord(old.id, body.text, old.host_broker, topic, old.version + 1, old.subscriber_id)
             tx.update_profile(record)
+            subscribers.create_topics(tx)
             announce_profile(sender, "update", record)
-        return ProfileView(profile_id=record.id, text=record.text, host_broker=record.host_broker,
-                           delivery_topic=record.delivery_topic, version=record.version)
+        return _view(record)
 
     @app.delete("/profiles/{profile_id}", status_code=204, summary="Delete a profile")
     def delete_profile(profile_id: str,
                        x_onyx_token: Annotated[str | None, Header()] = None,
                        authorization: Annotated[str | None, Header()] = None) -> None:
         old = authorized(profile_id, _token(x_onyx_token, authorization))
-        record = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1)
+        record = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1,
+                               old.subscriber_id)
         with placing:
             with store.transaction() as tx:
                 tx.delete_profile(profile_id)
@@ -251,8 +344,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 old = store.profile(move.profile_id)
                 if old is None or old.host_broker != move.from_broker:
                     continue
-                gone = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1)
-                moved = ProfileRecord(old.id, old.text, move.to_broker, old.delivery_topic, old.version + 2)
+                gone = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1,
+                                     old.subscriber_id)
+                moved = ProfileRecord(old.id, old.text, move.to_broker, old.delivery_topic, old.version + 2,
+                                      old.subscriber_id)
                 with store.transaction() as tx:
                     tx.update_profile(moved)
                     announce_profile(sender, "delete", gone)

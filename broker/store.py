@@ -1,13 +1,24 @@
-"""Durable storage of registered sources and profiles (SQLite file or PostgreSQL).
+"""Durable storage of registered sources, subscribers and profiles (SQLite file or PostgreSQL).
 
 One SQLAlchemy Core schema serves both databases. Tokens are stored as SHA-256
-hashes: the registration response is the only place a profile's token appears.
+hashes: the registration response is the only place a profile's or a subscriber's
+token appears. A subscriber owns its profiles and its delivery topics
+(``delivery_topics``: the first subscriber to claim a topic owns it).
 
 >>> s = Store("sqlite://")
 >>> with s.transaction() as tx:
 ...     tx.add_source(SourceRecord("afp", "AFP wire", "b1", None, 10.0, 4096))
->>> s.source("afp").root_broker
-'b1'
+...     tx.add_subscriber("s1", "secret")
+...     tx.claim_topic("alerts.sf", "s1")
+True
+>>> s.source("afp").root_broker, s.subscriber_by_token("secret").id, s.topic_owner("alerts_sf")
+('b1', 's1', ('alerts.sf', 's1'))
+
+A database written by a version without subscribers is upgraded when a :class:`Store`
+opens it (:func:`_upgrade`): the new tables are created and ``profiles`` gets its
+``subscriber_id`` column; the profiles already there have no subscriber, and the custom
+topics they deliver to are recorded as claimed by nobody, so that no subscriber can
+take them over.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from sqlalchemy import (Column, DateTime, Float, Integer, MetaData, String, Table, Text,
-                        create_engine, delete, func, insert, select, update)
+                        create_engine, delete, func, insert, inspect, select, text, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
@@ -49,11 +60,34 @@ profiles = Table(
     Column("version", Integer, nullable=False),
     Column("created", DateTime(timezone=True), nullable=False),
     Column("updated", DateTime(timezone=True), nullable=False),
+    # NULL for profiles registered before subscribers existed (see _upgrade).
+    Column("subscriber_id", String(63), index=True),
+)
+
+subscribers = Table(
+    "subscribers", metadata,
+    Column("id", String(63), primary_key=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created", DateTime(timezone=True), nullable=False),
+)
+
+delivery_topics = Table(
+    "delivery_topics", metadata,
+    # topics.collision_key(topic): Kafka treats 'a.b' and 'a_b' as one name, so they have one owner.
+    Column("key", String(249), primary_key=True),
+    Column("topic", String(249), nullable=False),
+    # NULL: named by a profile registered before subscribers existed; nobody may claim it.
+    Column("subscriber_id", String(63), index=True),
+    Column("created", DateTime(timezone=True), nullable=False),
 )
 
 
 class DuplicateError(ValueError):
     """A record with that id or name is already registered."""
+
+
+class TopicTakenError(DuplicateError):
+    """The delivery topic (or a name Kafka considers the same) belongs to someone else."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +107,26 @@ class ProfileRecord:
     host_broker: str
     delivery_topic: str
     version: int
+    subscriber_id: str | None = None  # None: registered before subscribers existed
+
+
+@dataclass(frozen=True)
+class SubscriberRecord:
+    id: str
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _collision_key(topic: str) -> str:
+    """Kafka's own rule ('.' and '_' collide); :func:`broker.topics.collision_key`,
+    repeated here so that the store does not depend on the broker's topic module."""
+    return topic.replace(".", "_")
+
+
+def _profile(row) -> ProfileRecord:
+    return ProfileRecord(row.id, row.text, row.host_broker, row.delivery_topic, row.version, row.subscriber_id)
 
 
 def _now() -> datetime:
@@ -88,6 +138,7 @@ class Transaction:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.claimed: list[str] = []  # topics newly claimed in this transaction (to create in Kafka)
 
     def add_source(self, s: SourceRecord) -> None:
         try:
@@ -97,12 +148,42 @@ class Transaction:
         except IntegrityError:
             raise DuplicateError(f"a source named {s.name!r} or with id {s.id!r} is already registered") from None
 
+    def add_subscriber(self, subscriber_id: str, token: str) -> None:
+        try:
+            self.conn.execute(insert(subscribers).values(id=subscriber_id, token_hash=hash_token(token),
+                                                         created=_now()))
+        except IntegrityError:
+            raise DuplicateError(f"subscriber id {subscriber_id!r} is already registered") from None
+
+    def claim_topic(self, topic: str, subscriber_id: str) -> bool:
+        """Make ``subscriber_id`` the owner of ``topic`` unless someone else owns it (or a
+        name Kafka considers the same): :class:`TopicTakenError`. True if newly claimed,
+        False if the subscriber already owned it."""
+        key = _collision_key(topic)
+        row = self.conn.execute(select(delivery_topics).where(delivery_topics.c.key == key)).first()
+        if row is None:
+            try:
+                self.conn.execute(insert(delivery_topics).values(key=key, topic=topic, subscriber_id=subscriber_id,
+                                                                 created=_now()))
+            except IntegrityError:  # claimed by a concurrent request between the select and here
+                raise TopicTakenError(f"delivery topic {topic} was just taken by another request: "
+                                      "name another topic, or omit delivery.topic to use your own") from None
+            self.claimed.append(topic)
+            return True
+        if row.subscriber_id == subscriber_id and row.topic == topic:
+            return False
+        same = "" if row.topic == topic else f" as {row.topic} (Kafka treats '.' and '_' in topic names as the same)"
+        owner = "another subscriber" if row.subscriber_id else "a profile registered before subscribers existed"
+        raise TopicTakenError(f"delivery topic {topic} is already taken{same} by {owner}: "
+                              "name another topic, or omit delivery.topic to use your own default topic")
+
     def add_profile(self, p: ProfileRecord, token: str) -> None:
         now = _now()
         try:
             self.conn.execute(insert(profiles).values(
                 id=p.id, text=p.text, host_broker=p.host_broker, delivery_topic=p.delivery_topic,
-                token_hash=hash_token(token), version=p.version, created=now, updated=now))
+                token_hash=hash_token(token), version=p.version, created=now, updated=now,
+                subscriber_id=p.subscriber_id))
         except IntegrityError:
             raise DuplicateError(f"profile id {p.id!r} is already registered") from None
 
@@ -129,7 +210,9 @@ class Store:
                                         poolclass=StaticPool if memory else None)
         else:
             self.engine = create_engine(url, pool_pre_ping=True)
-        metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            metadata.create_all(conn)
+            _upgrade(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -150,7 +233,7 @@ class Store:
     def profile(self, profile_id: str) -> ProfileRecord | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(profiles).where(profiles.c.id == profile_id)).first()
-        return ProfileRecord(row.id, row.text, row.host_broker, row.delivery_topic, row.version) if row else None
+        return _profile(row) if row else None
 
     def list_profiles(self, host_broker: str | None = None) -> list[ProfileRecord]:
         query = select(profiles).order_by(profiles.c.created, profiles.c.id)  # registration order
@@ -158,12 +241,38 @@ class Store:
             query = query.where(profiles.c.host_broker == host_broker)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        return [ProfileRecord(r.id, r.text, r.host_broker, r.delivery_topic, r.version) for r in rows]
+        return [_profile(r) for r in rows]
 
     def token_matches(self, profile_id: str, token: str) -> bool:
         with self.engine.connect() as conn:
             stored = conn.execute(select(profiles.c.token_hash).where(profiles.c.id == profile_id)).scalar()
         return stored is not None and hmac.compare_digest(stored, hash_token(token))
+
+    def subscriber_by_token(self, token: str) -> SubscriberRecord | None:
+        """The subscriber whose token this is (tokens are unique; looked up by their hash)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(subscribers.c.id).where(subscribers.c.token_hash == hash_token(token))).first()
+        return SubscriberRecord(row.id) if row else None
+
+    def subscriber(self, subscriber_id: str) -> SubscriberRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(subscribers.c.id).where(subscribers.c.id == subscriber_id)).first()
+        return SubscriberRecord(row.id) if row else None
+
+    def topic_owner(self, topic: str) -> tuple[str, str | None] | None:
+        """``(claimed name, owner)`` of ``topic`` or a name Kafka considers the same, or
+        ``None`` if nobody claimed it (owner ``None``: a profile from before subscribers)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(delivery_topics).where(
+                delivery_topics.c.key == _collision_key(topic))).first()
+        return (row.topic, row.subscriber_id) if row else None
+
+    def counts(self) -> dict[str, int]:
+        """How many subscribers, claimed delivery topics and profiles are stored."""
+        with self.engine.connect() as conn:
+            return {name: conn.execute(select(func.count()).select_from(table)).scalar()
+                    for name, table in (("subscribers", subscribers), ("delivery_topics", delivery_topics),
+                                        ("profiles", profiles))}
 
     def profile_counts(self) -> dict[str, int]:
         """Number of profiles hosted per broker."""
@@ -174,3 +283,21 @@ class Store:
     def ping(self) -> None:
         with self.engine.connect() as conn:
             conn.execute(select(1))
+
+
+def _upgrade(conn: Connection) -> None:
+    """Bring a database from before subscribers up to this schema (see the module
+    docstring); does nothing to a current one. Runs inside the opening transaction."""
+    if "subscriber_id" in {c["name"] for c in inspect(conn).get_columns("profiles")}:
+        return
+    conn.execute(text("ALTER TABLE profiles ADD COLUMN subscriber_id VARCHAR(63)"))
+    for index in profiles.indexes:
+        if profiles.c.subscriber_id in index.columns.values():
+            index.create(conn)
+    now = _now()
+    claimed: set[str] = set()
+    for (topic,) in conn.execute(text("SELECT DISTINCT delivery_topic FROM profiles")).all():
+        key = _collision_key(topic)
+        if not topic.startswith("onyx.") and key not in claimed:  # onyx.* is the overlay's, never claimable
+            conn.execute(insert(delivery_topics).values(key=key, topic=topic, subscriber_id=None, created=now))
+            claimed.add(key)

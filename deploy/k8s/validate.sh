@@ -5,7 +5,8 @@
 #   default     the chart's values.yaml (built-in six-broker figure4 overlay)
 #   geometric20 a 20-broker, 2-source random geometric overlay, rendered by `onyx deploy render`
 #   options     figure4 with the non-default branches on (PostgreSQL, 2 registry replicas,
-#               ingress, object-store checkpoints, per-broker override, external Kafka)
+#               ingress, object-store checkpoints, per-broker override, external Kafka,
+#               publishers per source, subscribers' Kafka users, custom delivery topic prefixes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${K8S_VERSIONS:?}"
@@ -31,6 +32,11 @@ registry:
   replicas: 2
   database: {url: "postgresql+psycopg://onyx:secret@postgres:5432/onyx"}
   ingress: {enabled: true, className: nginx, host: onyx.example.org, tlsSecret: onyx-tls}
+security:
+  enabled: true
+  deliveryTopicPrefixes: [alerts., partners.]
+  publishers: [{name: wire, sources: [news]}, {name: everything}]
+  subscribers: [{name: alice, id: s3f2a9c0d1e4b5a6f, topics: [alerts.sf]}, {name: bob, id: s0123456789abcdef}]
 VALUES
 
 validate() {  # name, then extra arguments for helm / onyx deploy render
@@ -43,7 +49,7 @@ validate() {  # name, then extra arguments for helm / onyx deploy render
   else
     "$helm" template onyx "$chart" "$@" > "$rendered"
   fi
-  echo "    $(grep -c '^kind: SparkApplication' "$rendered") SparkApplications, $(grep -c '^kind: KafkaTopic' "$rendered") KafkaTopics, $(grep -c '^kind:' "$rendered") objects"
+  echo "    $(grep -c '^kind: SparkApplication' "$rendered") SparkApplications, $(grep -c '^kind: KafkaTopic' "$rendered") KafkaTopics, $(grep -c '^kind: KafkaUser' "$rendered") KafkaUsers, $(grep -c '^kind:' "$rendered") objects"
   for version in $K8S_VERSIONS; do
     printf '    kubernetes %s: ' "$version"
     "$kubeconform" -strict -summary -kubernetes-version "$version" \

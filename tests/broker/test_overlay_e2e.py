@@ -7,12 +7,14 @@ import time
 from collections import defaultdict
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from broker import config, demo, topics
 from broker.clients import api
 from broker.cluster import LocalOverlay, OverlaySettings
+from broker.control_packets import query_packet
 from broker.job import BrokerJob
+from broker.store import ProfileRecord
 from routing.overlay import builtin
 from yfilter import Engine
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
@@ -23,10 +25,11 @@ N_PROFILES = 1500
 
 
 class Deliveries:
-    """Reads every delivery topic; de-duplicates by (profile id, message id)."""
+    """Reads the delivery topics given and the dead letters; de-duplicates by (profile
+    id, message id)."""
 
-    def __init__(self, bootstrap, brokers):
-        self.consumer = KafkaConsumer(*[topics.delivery_topic(b) for b in brokers], topics.DEAD_LETTER,
+    def __init__(self, bootstrap, delivery_topics):
+        self.consumer = KafkaConsumer(*delivery_topics, topics.DEAD_LETTER,
                                       bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                       consumer_timeout_ms=500)
         self.got = defaultdict(set)  # message id -> profile ids
@@ -60,17 +63,30 @@ def cluster(kafka, spark):
 
 
 @pytest.fixture(scope="module")
-def registered(cluster):
+def subscriber(cluster):
+    """The one subscriber all the generated profiles belong to (one delivery topic)."""
+    return api("POST", f"{cluster.api_url}/subscribers")
+
+
+@pytest.fixture(scope="module")
+def registered(cluster, subscriber):
     schema = Schema.nitf()
     texts = ProfileGenerator(schema, n_preds=(0, 1), n_nested=0, p_star=0.1, p_desc=0.3, seed=11).batch(N_PROFILES)
     texts += ["/nitf[head/pubdata/@edition.area='SF']", "/nitf//tobject.subject[@tobject.subject.type='Stock']",
               "/nitf//hl1", "/nitf/head/title", "/newsMessage", "/rss/channel/item"]
     profiles = {}
     for i, text in enumerate(texts):
-        body = api("POST", f"{cluster.api_url}/profiles", {"text": text, "near": cluster.overlay.brokers[i % 6]})
+        body = api("POST", f"{cluster.api_url}/profiles", {"text": text, "near": cluster.overlay.brokers[i % 6]},
+                   subscriber_token=subscriber["token"])
+        assert body["delivery_topic"] == subscriber["delivery_topic"]
         profiles[body["profile_id"]] = (text, body["token"])
     cluster.wait_idle(timeout=300)
     return profiles
+
+
+@pytest.fixture
+def deliveries(cluster, subscriber):
+    return Deliveries(cluster.bootstrap_servers, [subscriber["delivery_topic"]])
 
 
 def _publish(bootstrap, docs, source="news", key_prefix="m"):
@@ -89,13 +105,12 @@ def _expected(profiles, docs, key_prefix):
     return {f"{key_prefix}-{i}": set(engine.match(doc)) for i, doc in enumerate(docs)}
 
 
-def test_every_subscriber_gets_exactly_what_the_centralized_engine_says(cluster, registered):
+def test_every_subscriber_gets_exactly_what_the_centralized_engine_says(cluster, registered, deliveries):
     docs = [DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=2, seed=500 + i).generate() for i in range(40)]
     corpus = [p.read_bytes() for p in sorted(config.CORPUS_DIR.glob("*.xml"))]  # the news corpus, when present
     docs += corpus
     expected = _expected(registered, docs, "exact")
     assert sum(len(v) for v in expected.values()) > 100, "the workload should produce many deliveries"
-    deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
     _publish(cluster.bootstrap_servers, docs, key_prefix="exact")
     deliveries.wait_for(expected, cluster)
     for mid, pids in expected.items():
@@ -105,13 +120,12 @@ def test_every_subscriber_gets_exactly_what_the_centralized_engine_says(cluster,
         assert sum(b["forwarded"] for b in status) < len(docs) * 5, "content-based routing should not flood"
 
 
-def test_update_and_delete_take_effect_for_the_next_messages(cluster, registered):
+def test_update_and_delete_take_effect_for_the_next_messages(cluster, registered, deliveries):
     pid_upd, (_, tok_upd) = next((p, v) for p, v in registered.items() if v[0] == "/nitf/head/title")
     pid_del, (_, tok_del) = next((p, v) for p, v in registered.items() if v[0] == "/nitf//hl1")
     api("PUT", f"{cluster.api_url}/profiles/{pid_upd}", {"text": "/nitf/body"}, tok_upd)
     api("DELETE", f"{cluster.api_url}/profiles/{pid_del}", token=tok_del)
     cluster.wait_idle()
-    deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
     docs = [b"<nitf><head><title>t</title></head><body><hl1>h</hl1></body></nitf>"]
     _publish(cluster.bootstrap_servers, docs, key_prefix="upd")
     current = {p: v for p, v in registered.items() if p != pid_del}
@@ -125,8 +139,7 @@ def test_update_and_delete_take_effect_for_the_next_messages(cluster, registered
     registered[pid_upd] = current[pid_upd]
 
 
-def test_malformed_message_is_dead_lettered_and_the_next_one_delivered(cluster, registered):
-    deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
+def test_malformed_message_is_dead_lettered_and_the_next_one_delivered(cluster, registered, deliveries):
     docs = [b"<nitf><head><title>unclosed</head></nitf>",
             b'<!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><nitf>&b;</nitf>',
             b"<nitf><body><hl1>after</hl1></body></nitf>"]
@@ -138,8 +151,7 @@ def test_malformed_message_is_dead_lettered_and_the_next_one_delivered(cluster, 
     assert "malformed XML" in reasons[b"bad0"] and "entity" in reasons[b"bad1"]
 
 
-def test_unknown_source_is_dead_lettered(cluster):
-    deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
+def test_unknown_source_is_dead_lettered(cluster, deliveries):
     topics.ensure_topics(cluster.bootstrap_servers, [topics.source_topic("nobody")])
     _publish(cluster.bootstrap_servers, [b"<nitf/>"], source="nobody", key_prefix="ghost")
     deadline = time.monotonic() + 120
@@ -149,10 +161,9 @@ def test_unknown_source_is_dead_lettered(cluster):
     assert b"unknown source id 'nobody'" in reason
 
 
-def test_a_broker_stopped_and_restarted_mid_stream_loses_nothing(cluster, registered):
+def test_a_broker_stopped_and_restarted_mid_stream_loses_nothing(cluster, registered, deliveries):
     job = cluster.jobs["b4"]
     job.stop()
-    deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
     docs = [DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=2, seed=900 + i).generate() for i in range(15)]
     expected = _expected(registered, docs, "restart")
     _publish(cluster.bootstrap_servers, docs, key_prefix="restart")
@@ -167,8 +178,7 @@ def test_a_broker_stopped_and_restarted_mid_stream_loses_nothing(cluster, regist
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (make test installs it from Debian)")
-def test_a_message_published_with_kcat_is_delivered(cluster, registered):
-    deliveries = Deliveries(cluster.bootstrap_servers, cluster.overlay.brokers)
+def test_a_message_published_with_kcat_is_delivered(cluster, registered, deliveries):
     doc = b"<nitf><head><pubdata edition.area='SF'/><title>from kcat</title></head></nitf>"
     subprocess.run(["kcat", "-P", "-b", cluster.bootstrap_servers, "-t", topics.source_topic("news"),
                     "-k", "kcat-1", "-H", "onyx-message-id=kcat-1"], input=doc, check=True, timeout=60)
@@ -176,6 +186,89 @@ def test_a_message_published_with_kcat_is_delivered(cluster, registered):
     assert expected["kcat-0"]
     deliveries.wait_for({"kcat-1": expected["kcat-0"]}, cluster)
     assert deliveries.got["kcat-1"] == expected["kcat-0"]
+
+
+def _internal_offsets(bootstrap) -> dict:
+    """End offset of every partition of every topic the overlay reads or writes for itself."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        parts = [TopicPartition(t, p) for t in consumer.topics() if topics.internal_reason(t)
+                 for p in consumer.partitions_for_topic(t) or ()]
+        return consumer.end_offsets(parts)
+    finally:
+        consumer.close()
+
+
+def _written_since(bootstrap, before: dict) -> list:
+    """The records written to the overlay's own topics since the offsets ``before``."""
+    after = _internal_offsets(bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=2000)
+    try:
+        consumer.assign(list(after))
+        for tp in after:
+            consumer.seek(tp, before.get(tp, 0))
+        wanted = sum(end - before.get(tp, 0) for tp, end in after.items())
+        records = []
+        for r in consumer:
+            records.append(r)
+            if len(records) >= wanted:
+                break
+        return records
+    finally:
+        consumer.close()
+
+
+def test_a_profile_delivering_into_the_overlays_own_topics_is_dead_lettered_not_looped(cluster, deliveries):
+    """Issue 24 on the real overlay: profiles whose delivery topic some broker reads,
+    injected straight into their host brokers' inbound topics (bypassing the service, as
+    an older store could), get dead letters; the source topic holds exactly what was
+    published and no broker topic carries a delivery."""
+    evil = {"loop-src": ("b6", topics.source_topic("news")), "loop-b2": ("b5", topics.broker_topic("b2"))}
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    for pid, (host, topic) in evil.items():
+        key, value, headers = query_packet("add", ProfileRecord(pid, "/nitf/head/title[contains(., 'LOOP')]",
+                                                                host, topic, 1))
+        producer.send(topics.broker_topic(host), key=key, value=value, headers=headers)
+    producer.flush()
+    cluster.wait_idle(timeout=120)  # the profiles' routing queries have reached the root
+    before = _internal_offsets(cluster.bootstrap_servers)
+    _publish(cluster.bootstrap_servers, [b"<nitf><head><title>LOOP once</title></head></nitf>"], key_prefix="loop")
+    def dead():  # the message's dead letters, wherever on its way they were written
+        return [r for r in deliveries.dead if dict(r.headers).get("onyx-message-id") == b"loop-0"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(dead()) < len(evil):
+        deliveries.drain()
+    cluster.wait_idle(timeout=60, settle=3.0)
+    deliveries.drain()
+    reasons = sorted(dict(r.headers)["onyx-reason"].decode() for r in dead())
+    assert len(reasons) == len(evil)
+    for reason, (pid, (_, topic)) in zip(reasons, sorted(evil.items())):
+        assert reason.startswith(f"not delivered to profile {pid}: its delivery topic {topic} is the overlay's own")
+    written = _written_since(cluster.bootstrap_servers, before)
+    on_sources = [r for r in written if r.topic.startswith(topics.SOURCE_PREFIX)]
+    assert len(on_sources) == 1, "the source topics hold exactly what was published"
+    assert not [r for r in written if r.key and r.key.decode() in evil], "no delivery reached a broker's topic"
+    producer.close()
+
+
+def test_each_subscriber_reads_only_its_own_deliveries(cluster):
+    """Two subscribers (one registered first, one created with its profile) whose
+    profiles match the same message: each one's default topic carries its own deliveries
+    only."""
+    alice = api("POST", f"{cluster.api_url}/subscribers")
+    mine = [api("POST", f"{cluster.api_url}/profiles", {"text": text, "near": near}, subscriber_token=alice["token"])
+            for text, near in [("/nitf/head/title[. = 'two subscribers']", "b5"), ("/nitf//hl1", "b3")]]
+    bob = api("POST", f"{cluster.api_url}/profiles", {"text": "/nitf/head/title[starts-with(., 'two')]", "near": "b6"})
+    assert {p["delivery_topic"] for p in mine} == {alice["delivery_topic"]} != {bob["delivery_topic"]}
+    cluster.wait_idle(timeout=120)
+    got = {alice["delivery_topic"]: Deliveries(cluster.bootstrap_servers, [alice["delivery_topic"]]),
+           bob["delivery_topic"]: Deliveries(cluster.bootstrap_servers, [bob["delivery_topic"]])}
+    _publish(cluster.bootstrap_servers, [b"<nitf><head><title>two subscribers</title></head><body><hl1>h</hl1>"
+                                         b"</body></nitf>"], key_prefix="two")
+    got[alice["delivery_topic"]].wait_for({"two-0": {p["profile_id"] for p in mine}}, cluster, timeout=120)
+    got[bob["delivery_topic"]].wait_for({"two-0": {bob["profile_id"]}}, cluster, timeout=120)
+    assert dict(got[alice["delivery_topic"]].got) == {"two-0": {p["profile_id"] for p in mine}}
+    assert dict(got[bob["delivery_topic"]].got) == {"two-0": {bob["profile_id"]}}
 
 
 def test_the_demo_reports_exact_deliveries_for_its_subscribers(cluster, tmp_path):

@@ -152,3 +152,20 @@ def test_a_transformation_profile_below_a_link_is_routed_to_and_delivers_its_res
     (result,) = [r for r in rows if r[0] == "onyx.deliver.q"]
     assert result[1] == b"q" and result[2] == b"<hit><title>SF</title></hit>"
     assert dict(result[3])["onyx-message-id"] == b"news-0-7"
+
+
+@pytest.mark.parametrize("loop", ["onyx.src.news", "onyx.broker.b2", "onyx.broker.b1", "onyx.profiles",
+                                  "onyx.catalog", "onyx.dead-letter", "onyx_src_news"])
+def test_a_delivery_into_one_of_the_overlays_own_topics_is_a_dead_letter_not_a_loop(loop):
+    """Issue 24: a profile delivering into a topic brokers read (here injected as a query
+    packet, as an older store could) would have its deliveries read, matched and
+    delivered again without end; the plan writes a dead letter with the reason instead."""
+    state = _state("b1")
+    body = {"op": "add", "profile_id": "evil", "version": 1, "text": "/nitf/head/title", "delivery_topic": loop}
+    state.apply("query", b"evil", json.dumps(body).encode(), [("onyx-flow", b"query")], "t")
+    rows = _from_source(_plan(state), GOOD)
+    assert all(REASON in dict(r[3]) for r in rows if r[0] == loop)  # only the dead letter, if loop is its topic
+    (delivery,) = [r for r in rows if r[0] == "onyx.deliver.x"]  # the other profile is served as before
+    assert delivery[1] == b"p1"
+    reason = _reason([r for r in rows if r[0] == topics.DEAD_LETTER])
+    assert reason.startswith(f"not delivered to profile evil: its delivery topic {loop} is the overlay's own topic")

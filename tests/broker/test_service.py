@@ -39,8 +39,9 @@ def _register(client, text="/nitf/head/title", **extra):
 def test_register_returns_id_host_token_and_default_delivery_topic(api):
     client, sender, _ = api
     body = _register(client)
-    assert set(body) == {"profile_id", "host_broker", "token", "delivery_topic"}
-    assert body["delivery_topic"] == f"onyx.deliver.{body['host_broker']}"
+    # DESIGN.md's four fields, and the subscriber created with the profile (no token was sent).
+    assert set(body) == {"profile_id", "host_broker", "token", "delivery_topic", "subscriber_id", "subscriber_token"}
+    assert body["delivery_topic"] == f"onyx.deliver.{body['subscriber_id']}"
     topics_sent = [t for t, _ in sender.sent]
     assert topics_sent[-2:] == [f"onyx.broker.{body['host_broker']}", "onyx.profiles"]
 
@@ -100,8 +101,9 @@ def test_update_with_a_bad_profile_keeps_the_old_one(api):
 
 def test_tokens_are_not_stored_in_clear(api, tmp_path):
     client, _, _ = api
-    token = _register(client)["token"]
-    assert token.encode() not in (tmp_path / "onyx.db").read_bytes()
+    body = _register(client)
+    stored = (tmp_path / "onyx.db").read_bytes()
+    assert body["token"].encode() not in stored and body["subscriber_token"].encode() not in stored
 
 
 def test_sources_get_ids_root_brokers_and_topics(api):
@@ -136,7 +138,7 @@ def test_brokers_health_and_openapi(api):
     assert brokers["b5"]["profiles"] == 1 and brokers["b1"]["sources"] == ["news"]
     assert client.get("/health").json()["status"] == "ok"
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/sources", "/profiles", "/profiles/{profile_id}", "/brokers", "/health"} <= set(paths)
+    assert {"/sources", "/subscribers", "/profiles", "/profiles/{profile_id}", "/brokers", "/health"} <= set(paths)
 
 
 def test_registrations_survive_a_restart(tmp_path):

@@ -6,7 +6,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 
 from broker.clients import TopicTail
 from broker.devcluster import free_port
@@ -72,3 +72,41 @@ def test_bad_profile_over_http_is_422_and_nothing_reaches_kafka(service, kafka):
 def test_health_and_openapi_over_http(service):
     assert _call("GET", f"{service.url}/health")[1]["status"] == "ok"
     assert "/profiles" in _call("GET", f"{service.url}/openapi.json")[1]["paths"]
+
+
+def test_a_subscriber_topic_exists_in_kafka_when_registration_returns(service, kafka):
+    status, body = _call("POST", f"{service.url}/profiles", {"text": "/nitf/head/title", "near": "b6"})
+    assert status == 201 and body["delivery_topic"] == f"onyx.deliver.{body['subscriber_id']}"
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers)
+    try:  # what a subscriber's consumer sees at once, without waiting for anything
+        assert consumer.partitions_for_topic(body["delivery_topic"])
+    finally:
+        consumer.close()
+    status, sub = _call("POST", f"{service.url}/subscribers")
+    assert status == 201
+    status, mine = _call("POST", f"{service.url}/profiles", {"text": "/nitf", "delivery": {"topic": f"mine.{sub['subscriber_id']}"}},
+                         {"X-Onyx-Subscriber-Token": sub["token"]})
+    assert status == 201 and mine["subscriber_id"] == sub["subscriber_id"] and "subscriber_token" not in mine
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    try:
+        assert {sub["delivery_topic"], mine["delivery_topic"]} <= set(admin.list_topics())
+    finally:
+        admin.close()
+
+
+@pytest.mark.parametrize("topic", ["onyx.src.news", "onyx.broker.b2", "onyx.profiles", "onyx.catalog",
+                                   "onyx.dead-letter", "onyx.deliver.b4", "onyx_src_news"])
+def test_internal_delivery_topics_are_refused_over_http_and_nothing_reaches_kafka(service, kafka, topic):
+    reader = TopicTail(kafka.bootstrap_servers, ["onyx.broker.b1", "onyx.profiles"])
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    try:
+        before = set(admin.list_topics())
+        status, body = _call("POST", f"{service.url}/profiles",
+                             {"text": "/nitf/head/title[contains(., 'PROBE')]", "delivery": {"topic": topic}, "near": "b1"})
+        assert status == 422 and topic in body["detail"]
+        time.sleep(1)
+        assert set(admin.list_topics()) == before  # not even the would-be subscriber's topic
+        assert [r for r in reader] == []
+    finally:
+        admin.close()
+        reader.close()

@@ -10,7 +10,7 @@ import tomllib
 import pytest
 import yaml
 
-from broker import deploy_render
+from broker import deploy_render, topics
 from broker.cli import build_parser
 from broker.deploy_render import CHART_DIR, overlay_values, render
 from broker.deploy_topology import topology
@@ -136,3 +136,113 @@ def test_image_constraints_pin_every_runtime_dependency():
               for line in (CHART_DIR.parents[1] / "image" / "constraints.txt").read_text().splitlines()
               if "==" in line and not line.startswith("#")}
     assert names <= pinned, f"add to deploy/image/constraints.txt: {sorted(names - pinned)}"
+
+
+def _allowed(user: dict, operation: str, topic: str) -> bool:
+    """Kafka's simple authorizer for one user's topic ACLs: a matching deny rule wins,
+    else any matching allow rule grants (literal names, '*', prefixes)."""
+    def matches(rule):
+        res = rule["resource"]
+        if res["type"] != "topic" or not ({operation, "All"} & set(rule["operations"])):
+            return False
+        if res.get("patternType", "literal") == "prefix":
+            return topic.startswith(res["name"])
+        return res["name"] in (topic, "*")
+    rules = [r for r in user["spec"]["authorization"]["acls"] if matches(r)]
+    return bool(rules) and not any(r.get("type") == "deny" for r in rules)
+
+
+def _users(docs) -> dict[str, dict]:
+    return {u["metadata"]["name"]: u for u in docs.get("KafkaUser", [])}
+
+
+def _auth_env(env: list[dict]) -> tuple[str | None, str | None]:
+    """(user, Secret holding its password) a workload authenticates to Kafka with."""
+    by_name = {e["name"]: e for e in env}
+    if "ONYX_KAFKA_USERNAME" not in by_name:
+        return None, None
+    return by_name["ONYX_KAFKA_USERNAME"]["value"], by_name["ONYX_KAFKA_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"]
+
+
+SECURITY = """
+security:
+  enabled: true
+  deliveryTopicPrefixes: [alerts.]
+  publishers: [{name: wire, sources: [news]}, {name: all}]
+  subscribers: [{name: alice, id: s1, topics: [alerts.sf]}, {name: bob, id: s2}]
+"""
+
+
+def test_kafka_users_let_each_party_touch_only_its_topics(helm, overlay, tmp_path):
+    """Issue 24 in a deployment: Kafka authenticates everyone and its ACLs keep brokers out
+    of the source topics and the compacted state, publishers out of everything but their
+    sources, and subscribers out of everything but their own deliveries."""
+    values = tmp_path / "security.yaml"
+    values.write_text(SECURITY)
+    docs = by_kind(render(overlay, values_files=[values], helm=helm))
+    (kafka,) = docs["Kafka"]
+    assert kafka["spec"]["kafka"]["authorization"]["type"] == "simple"
+    assert {lst["authentication"]["type"] for lst in kafka["spec"]["kafka"]["listeners"]} == {"scram-sha-512"}
+    assert "userOperator" in kafka["spec"]["entityOperator"]
+    users = _users(docs)
+    assert all(u["spec"]["authentication"]["type"] == "scram-sha-512" for u in users.values())
+    plan = topology(overlay)
+    source = topics.source_topic(sorted(overlay.sources)[0])
+    internal_never_written = [topics.source_topic("any"), source, topics.CATALOG, topics.PROFILES,
+                              "onyx.catalog-v2", "onyx.profiles.tmp"]
+
+    apps = {a["metadata"]["annotations"]["onyx.io/broker-id"]: a for a in docs["SparkApplication"]}
+    for b in plan.brokers:
+        user = users[f"onyx-broker-{b.key}"]
+        assert all(_allowed(user, "Read", t) for t in b.reads)
+        assert all(_allowed(user, "Write", t) for t in b.writes)
+        assert _allowed(user, "Write", "onyx.deliver.s1") and _allowed(user, "Write", "alerts.sf")
+        assert not any(_allowed(user, "Write", t) for t in internal_never_written), b.id
+        assert not _allowed(user, "Write", "payments") and not _allowed(user, "Read", "onyx.deliver.s1")
+        for role in ("driver", "executor"):
+            assert _auth_env(apps[b.id]["spec"][role]["env"]) == (f"onyx-broker-{b.key}",) * 2
+
+    registry = users["onyx-registry"]
+    assert all(_allowed(registry, "Write", t) for t in (topics.broker_topic(overlay.brokers[0]), topics.CATALOG,
+                                                        topics.PROFILES))
+    assert _allowed(registry, "Create", "onyx.deliver.s9") and _allowed(registry, "Create", "alerts.nyc")
+    assert not _allowed(registry, "Create", "payments") and not _allowed(registry, "Write", source)
+    assert not any(_allowed(registry, "Read", t) for t in (source, "onyx.deliver.s1", topics.PROFILES))
+    (deployment,) = docs["Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert _auth_env(container["env"]) == ("onyx-registry", "onyx-registry")
+
+    wire, everything = users["onyx-pub-wire"], users["onyx-pub-all"]
+    everyone = [topics.source_topic(s) for s in overlay.sources]
+    assert all(_allowed(everything, "Write", t) for t in everyone)
+    assert [t for t in everyone if _allowed(wire, "Write", t)] == ([source] if "news" in overlay.sources else [])
+    for publisher in (wire, everything):
+        assert not any(_allowed(publisher, op, t) for op in ("Read", "Write")
+                       for t in (topics.broker_topic(overlay.brokers[0]), topics.PROFILES, "onyx.deliver.s1"))
+
+    alice, bob = users["onyx-sub-alice"], users["onyx-sub-bob"]
+    assert _allowed(alice, "Read", "onyx.deliver.s1") and _allowed(alice, "Read", "alerts.sf")
+    assert not any(_allowed(alice, "Read", t) for t in ("onyx.deliver.s2", "onyx.deliver.s10", source,
+                                                        topics.broker_topic(overlay.brokers[0]), "alerts.nyc"))
+    assert _allowed(bob, "Read", "onyx.deliver.s2") and not _allowed(bob, "Read", "alerts.sf")
+    assert not any(_allowed(u, "Write", t) for u in (alice, bob) for t in ("onyx.deliver.s1", source, "alerts.sf"))
+
+
+def test_without_security_kafka_is_open_and_nobody_authenticates(helm):
+    docs = by_kind(render(builtin("figure4"), set_values=["security.enabled=false"], helm=helm))
+    (kafka,) = docs["Kafka"]
+    assert "KafkaUser" not in docs and "authorization" not in kafka["spec"]["kafka"]
+    assert not any("authentication" in lst for lst in kafka["spec"]["kafka"]["listeners"])
+    (deployment,) = docs["Deployment"]
+    assert _auth_env(deployment["spec"]["template"]["spec"]["containers"][0]["env"]) == (None, None)
+
+
+@pytest.mark.parametrize("bad, complaint", [
+    ("security.deliveryTopicPrefixes[0]=onyx.src.", "deliveryTopicPrefixes"),   # never the overlay's own topics
+    ("security.deliveryTopicPrefixes[0]=ONYX_", "deliveryTopicPrefixes"),
+    ("security.subscribers[0].name=alice", "id"),                              # a subscriber's user needs its id
+    ("security.publishers[0].name=Bad_Name", "name"),
+])
+def test_values_schema_rejects_bad_security_values(helm, bad, complaint):
+    with pytest.raises(deploy_render.DeployError, match=complaint):
+        render(builtin("figure4"), set_values=[bad], helm=helm)

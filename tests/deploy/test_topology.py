@@ -62,3 +62,16 @@ def test_keys_of_awkward_ids_reach_the_topic_names_unchanged():
     plan = topology(ov)
     assert plan.broker("Edge_1").reads[:2] == ("onyx.broker.Edge_1", "onyx.src.News_EU")
     assert {t.key for t in plan.topics} >= {f"broker-{k8s_key('Edge_1')}", f"src-{k8s_key('News_EU')}"}
+
+
+def test_acl_resources_come_from_the_one_list_of_internal_topics(overlay):
+    """What brokers are denied writing is every internal topic family (broker.topics.INTERNAL)
+    none of whose topics a broker writes: the sources and the compacted state they rebuild from."""
+    acl = deploy_topology.access(overlay)
+    assert [r.name for r in acl.brokers_never_write] == [topics.SOURCE_PREFIX, topics.CATALOG, topics.PROFILES]
+    assert all(r.pattern_type == "prefix" for r in acl.brokers_never_write)
+    written = {t for b in topology(overlay).brokers for t in b.writes}
+    for entry in topics.INTERNAL:
+        denied = any(r.name == entry.prefix for r in acl.brokers_never_write)
+        assert denied != any(t.startswith(entry.prefix) for t in written), entry
+    assert not any(topics.internal_reason(t) for t in written if t.startswith(acl.delivery_prefix))

@@ -59,3 +59,30 @@ app.kubernetes.io/part-of: onyx
 {{- define "onyx.registrySqlite" -}}
 {{- if and (not .Values.registry.database.url) (not .Values.registry.database.existingSecret) }}true{{ end }}
 {{- end }}
+
+{{/* The Kafka user (and its password Secret) of broker (list $ key). */}}
+{{- define "onyx.brokerUser" -}}
+{{- printf "%s-broker-%s" (include "onyx.fullname" (index . 0)) (index . 1) }}
+{{- end }}
+
+{{- define "onyx.registryUser" -}}
+{{- printf "%s-registry" (include "onyx.fullname" .) }}
+{{- end }}
+
+{{/* Environment variables with which a Kafka client authenticates as user (list $ user). */}}
+{{- define "onyx.kafkaAuthEnv" -}}
+{{- $ := index . 0 }}
+{{- if $.Values.security.enabled }}
+- name: ONYX_KAFKA_USERNAME
+  value: {{ index . 1 | quote }}
+- name: ONYX_KAFKA_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ index . 1 | quote }}
+      key: password
+- name: ONYX_KAFKA_SECURITY_PROTOCOL
+  value: SASL_PLAINTEXT
+- name: ONYX_KAFKA_SASL_MECHANISM
+  value: SCRAM-SHA-512
+{{- end }}
+{{- end }}
