@@ -163,14 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run a local overlay: Kafka, registration service, brokers as streaming queries",
                         description="Start Kafka, the registration service and every broker of the overlay (one "
-                        "Spark application, a streaming query per broker) and keep them running until Ctrl-C or "
+                        "Spark application, one streaming query serving every broker) and keep them running until Ctrl-C or "
                         "`onyx down`. Writes .run/cluster.json (bootstrap_servers, api_url, source_topic, ...) "
                         "for scripts and other Kafka clients.")
     up.add_argument("--overlay", type=Path, default=None, help="overlay config (default: the six brokers of ONYX Figure 4)")
     up.add_argument("--detach", action="store_true", help="run in the background; return once everything is ready")
     up.add_argument("--port", type=int, default=None, help="port of the registration service (default: a free one)")
-    up.add_argument("--trigger", default="250 milliseconds",
-                    help="micro-batch interval of the brokers (default '250 milliseconds')")
+    up.add_argument("--trigger", default=config.BROKER_TRIGGER,
+                    help=f"micro-batch interval of the brokers (default {config.BROKER_TRIGGER!r}: "
+                         "the next batch starts as soon as one ends)")
     up.add_argument("--link-format", default="stream",
                     help="wire format between brokers (default stream; see `formats.available()`)")
     up.add_argument("--placement", default=config.PLACEMENT, choices=sorted(STRATEGIES),

@@ -1,6 +1,6 @@
 """A whole overlay on one machine: Kafka, the registration service, and every broker
-as one streaming query of a single Spark application (what ``onyx up`` runs, and
-what the end-to-end tests, the demo and the benchmark use).
+served by one streaming query of a single Spark application (what ``onyx up`` runs,
+and what the end-to-end tests, the demo and the benchmark use).
 
 >>> with LocalOverlay(builtin("figure4")) as cluster:        # doctest: +SKIP
 ...     cluster.api_url, cluster.bootstrap_servers
@@ -30,12 +30,13 @@ class OverlaySettings:
     name: str = "local"
     bootstrap_servers: str | None = None
     api_port: int | None = None
-    trigger: str = "250 milliseconds"
+    trigger: str = config.BROKER_TRIGGER
     link_format: str = "stream"
     limits: Limits = field(default_factory=Limits)
     fresh: bool = True  # start from empty checkpoints and database
-    flood: bool = False  # brokers forward every message down every link (benchmark baseline)
+    mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.plan)
     placement: str = config.PLACEMENT  # host choice of the registration service
+    tasks: int = config.BROKER_TASKS
 
 
 class LocalOverlay:
@@ -49,7 +50,7 @@ class LocalOverlay:
         self.service: BackgroundServer | None = None
         self.spark = spark
         self._own_spark = spark is None
-        self.jobs: dict[str, BrokerJob] = {}
+        self.job: BrokerJob | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -84,29 +85,28 @@ class LocalOverlay:
             from broker.spark_session import build_session
 
             self.spark = build_session(f"onyx-{self.settings.name}")
-        for b in self.overlay.brokers:
-            progress(f"starting broker {b}")
-            job = BrokerJob(self.spark, BrokerSettings(
-                b, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir / "brokers" / b,
-                self.settings.link_format, self.settings.trigger, self.settings.limits,
-                flood=self.settings.flood))
-            job.start()
-            self.jobs[b] = job
+        progress(f"starting brokers {', '.join(self.overlay.brokers)}")
+        self.job = BrokerJob(self.spark, BrokerSettings(
+            self.overlay.brokers, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir / "brokers",
+            self.settings.link_format, self.settings.trigger, self.settings.limits,
+            mode=self.settings.mode, tasks=self.settings.tasks))
+        self.job.start()
         return self
 
     def lag(self) -> dict[str, int]:
         """Per broker: records on its inbound (and source) topics not processed yet."""
         from kafka import KafkaConsumer, TopicPartition
 
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers)
+        from broker.kafka_auth import client_options
+
+        status = self.job.status()
+        wanted = {b["broker"]: {topics.broker_topic(b["broker"])} | set(b["offsets"]) for b in status}
+        for b in status:  # a source topic nobody has read yet still counts, at its root
+            wanted[b["broker"]] |= {topics.source_topic(s) for s, r in self.job.states[b["broker"]].overlay.sources.items()
+                                    if r == b["broker"]}
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, **client_options())
         try:
-            wanted = {}
-            for b, job in self.jobs.items():
-                names = [topics.broker_topic(b)]
-                if job.wants_sources:
-                    names += [topics.source_topic(s) for s, r in job.state.overlay.sources.items()]
-                wanted[b] = names
-            parts = [TopicPartition(t, p) for names in wanted.values() for t in set(names)
+            parts = [TopicPartition(t, p) for names in wanted.values() for t in names
                      for p in (consumer.partitions_for_topic(t) or ())]
             ends = consumer.end_offsets(parts)
         finally:
@@ -114,11 +114,8 @@ class LocalOverlay:
         per_topic: dict[str, int] = {}
         for tp, end in ends.items():
             per_topic[tp.topic] = per_topic.get(tp.topic, 0) + end
-        out = {}
-        for b, names in wanted.items():
-            done = self.jobs[b].status()["offsets"]
-            out[b] = sum(max(0, per_topic.get(t, 0) - done.get(t, 0)) for t in set(names))
-        return out
+        return {b["broker"]: sum(max(0, per_topic.get(t, 0) - b["offsets"].get(t, 0)) for t in wanted[b["broker"]])
+                for b in status}
 
     def wait_idle(self, timeout: float = 120.0, settle: float = 1.0) -> float:
         """Wait until every broker has processed everything on its topics (control
@@ -126,8 +123,7 @@ class LocalOverlay:
         start = time.monotonic()
         quiet_since = None
         while time.monotonic() - start < timeout:
-            for job in self.jobs.values():
-                job.poll()
+            self.job.poll()
             if all(v == 0 for v in self.lag().values()):
                 quiet_since = quiet_since or time.monotonic()
                 if time.monotonic() - quiet_since >= settle:
@@ -139,7 +135,7 @@ class LocalOverlay:
 
     def status(self) -> dict:
         lag = self.lag()
-        return {"brokers": [dict(job.status(), lag=lag.get(b)) for b, job in self.jobs.items()]}
+        return {"brokers": [dict(b, lag=lag.get(b["broker"])) for b in self.job.status()]}
 
     def cluster_info(self) -> dict:
         """What scripts and other Kafka clients need (written to ``.run/cluster.json``)."""
@@ -160,9 +156,9 @@ class LocalOverlay:
         tmp.replace(path)
 
     def stop(self) -> None:
-        for job in self.jobs.values():
-            job.stop()
-        self.jobs.clear()
+        if self.job is not None:
+            self.job.close()
+            self.job = None
         if self.service is not None:
             self.service.stop()
         if self.spark is not None and self._own_spark:

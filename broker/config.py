@@ -79,3 +79,33 @@ PEP_PARTITIONS_PER_BROKER = int(os.environ.get("ONYX_PEP_PARTITIONS_PER_BROKER",
 PEP_TOLERANCE = float(os.environ.get("ONYX_PEP_TOLERANCE", "0.1"))
 """PEP balance tolerance (ONYX_PEP_TOLERANCE): no partition holds more than
 max((1 + t) * mean, mean + 1 / t) profiles."""
+
+# -- the broker job (tuned by bench/overlay.py on a 2-core machine; see the README) --------
+
+BROKER_TRIGGER = os.environ.get("ONYX_BROKER_TRIGGER", "0 seconds")
+"""Micro-batch interval of the broker query (ONYX_BROKER_TRIGGER): ``0 seconds`` starts the
+next batch as soon as one ends, which a message crossing three links needs (four batches
+back to back, publish to delivery); a longer interval trades latency for fewer batches."""
+
+BROKER_TASKS = int(os.environ.get("ONYX_BROKER_TASKS", "2"))
+"""Python tasks per micro-batch (ONYX_BROKER_TASKS): the inbound topic partitions of all
+brokers of one Spark application are coalesced into this many; 2 keeps both cores of a
+``local[2]`` application busy without a second wave of tasks."""
+
+BROKER_MAX_OFFSETS = int(os.environ.get("ONYX_BROKER_MAX_OFFSETS", "20000"))
+"""At most this many records per micro-batch over all topics (ONYX_BROKER_MAX_OFFSETS),
+so one batch after a backlog does not hold up the others for long."""
+
+BROKER_FETCH_WAIT_MS = int(os.environ.get("ONYX_BROKER_FETCH_WAIT_MS", "5"))
+"""``fetch.max.wait.ms`` of the executors' Kafka consumers (ONYX_BROKER_FETCH_WAIT_MS). At
+Kafka's default (500 ms) a fetch left waiting at the end of a partition delays the next
+batch by up to that much: measured 0.7 s instead of 2.4 s p50 over three hops."""
+
+BROKER_LINGER_MS = float(os.environ.get("ONYX_BROKER_LINGER_MS", "2"))
+"""``linger.ms`` of the brokers' Kafka producer (ONYX_BROKER_LINGER_MS): how long output
+waits to be batched; every task flushes at its end anyway."""
+
+BROKER_COMPRESSION = os.environ.get("ONYX_BROKER_COMPRESSION", "lz4")
+"""Compression of what brokers write (ONYX_BROKER_COMPRESSION: none, gzip, snappy, lz4,
+zstd): deliveries of one message to many profiles are copies of it, which lz4 shrinks
+to a fraction in the producer's batches at little CPU."""

@@ -138,7 +138,7 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
         f"as {len(set(reg.topics.values()))} subscribers, each with its own delivery topic")
     t0 = time.monotonic()
     cluster.wait_idle(timeout=timeout)
-    tables = {b: sum(t["links"] for t in job.status()["routing"].values()) for b, job in cluster.jobs.items()}
+    tables = {b["broker"]: sum(t["links"] for t in b["routing"].values()) for b in cluster.job.status()}
     say(f"  routing tables converged in {time.monotonic() - t0:.0f}s; output links per broker: "
         + ", ".join(f"{b} {n}" for b, n in tables.items()))
 
@@ -147,7 +147,7 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
     docs.append(("malformed", MALFORMED))
     names = sorted(set(reg.topics.values())) + [topics.DEAD_LETTER]
     reader = TopicTail(cluster.bootstrap_servers, names)
-    forwarded_before = sum(j.status()["forwarded"] for j in cluster.jobs.values())
+    forwarded_before = sum(b["forwarded"] for b in cluster.job.status())
     source = sorted(cluster.overlay.sources)[0]
     n_corpus = len(docs) - messages - len(STOCK_NEWS) - 1
     say(f"  publishing {len(docs)} messages to {topics.source_topic(source)}: {messages} generated NITF, "
@@ -187,7 +187,7 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
         reader.close()
     result.received = dict(received)
     result.received_docs = dict(received_docs)
-    result.forwarded = sum(j.status()["forwarded"] for j in cluster.jobs.values()) - forwarded_before
+    result.forwarded = sum(b["forwarded"] for b in cluster.job.status()) - forwarded_before
     result.flooding = (len(docs) - 1) * (len(brokers) - 1)
     summarize(result, registered, say)
     return result

@@ -1,19 +1,28 @@
-"""The broker job: one Spark Structured Streaming query per broker.
+"""The broker job: one Spark Structured Streaming query serving one or more brokers.
 
-Kafka source (the broker's inbound topic ``onyx.broker.<id>``, plus the source
-topics ``onyx.src.*`` if it is a root broker or the overlay's catalog guard) ->
-packet listener (the ``onyx-flow`` header splits query / catalog / control packets
-from XML) -> control packets applied to the :class:`~broker.state.BrokerState` on the
-driver, in offset order, *before* the XML of the same micro-batch -> the compiled
-plan (:mod:`broker.plan`) run over the XML rows with ``mapInArrow``, shipped to
-executors as a broadcast by version and cached there -> Kafka sink with a ``topic``
-column: child links, delivery topics, the parent (routing deltas), dead letters.
+Every broker of a Spark application is served by the same query, so the fixed cost of
+a micro-batch (offsets, planning, a job, a task launch) is paid once per application,
+not once per broker; a deployment can still run one broker per application. A
+message between two brokers is always a Kafka record on the receiver's inbound topic.
 
-State survives restarts: after every batch that changed it, a snapshot is written
-next to the query's checkpoint (``<checkpoint>/state.pickle``), and control packets
-are versioned, so replaying a batch cannot corrupt it.
+Per micro-batch, one Spark job and nothing else (no persist, no shuffle, no driver code):
 
-Run one broker on its own (this is what a Kubernetes ``SparkApplication`` runs)::
+    Kafka source (the brokers' inbound topics ``onyx.broker.<id>``, plus the source
+    topics ``onyx.src.*`` when one of them is a root or the guard)
+      -> coalesce into :data:`~broker.config.BROKER_TASKS` tasks
+      -> mapInArrow: each record through its broker's plan on the executor
+         (:mod:`broker.executor`): control packets applied in place and appended to the
+         broker's state log, messages received, routed (link rows written at once),
+         matched against local profiles; every output row written straight to Kafka
+         (:mod:`broker.sink`) and flushed by the task
+      -> Spark's Kafka sink (which gets no rows) with async progress tracking: offsets
+         are checkpointed beside the batches, not between them.
+
+The driver only watches: it follows the brokers' state logs (:mod:`broker.state_log`)
+for ``onyx status`` and reads the tasks' counts from an accumulator. Nothing of a
+broker's state lives in the checkpoint: a restarted job rebuilds it from Kafka.
+
+Run one or more brokers on their own (this is what a Kubernetes ``SparkApplication`` runs)::
 
     python -m broker.job --broker b1 --overlay overlay.yaml --bootstrap-servers kafka:9092
 """
@@ -22,225 +31,155 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import os
-import pickle
 import re
 import sys
-import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker import config, topics
-from broker.kafka_auth import spark_options
-from broker.plan import Limits, PlanSpec, cached_plan
+from broker.executor import INPUT_COLUMNS, OUTPUT_SCHEMA, StatsParam, TaskSpec, task_function
+from broker.kafka_auth import librdkafka_options, spark_options
+from broker.plan import Limits, PlanSettings
+from broker.sink import producer_conf
 from broker.state import BrokerState
+from broker.state_log import Follower, LogReader, Packet
 from routing.overlay import Overlay
-
-OUT_SCHEMA = "topic string, key binary, value binary, headers array<struct<key:string,value:binary>>"
 
 
 @dataclass
 class BrokerSettings:
-    """How to run one broker (defaults in :mod:`broker.config`)."""
+    """How to run the brokers ``brokers`` of ``overlay`` in one query (defaults in
+    :mod:`broker.config`)."""
 
-    broker: str
+    brokers: list[str]
     overlay: Overlay
     bootstrap_servers: str
     checkpoint_dir: Path
     link_format: str = "stream"
-    trigger: str = "250 milliseconds"
+    trigger: str = config.BROKER_TRIGGER
     limits: Limits = field(default_factory=Limits)
-    max_offsets_per_trigger: int = 5000
-    flood: bool = False  # every message down every link: the baseline for benchmarks
+    max_offsets_per_trigger: int = config.BROKER_MAX_OFFSETS
+    mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.plan)
+    tasks: int = config.BROKER_TASKS
+    fetch_wait_ms: int = config.BROKER_FETCH_WAIT_MS
+    linger_ms: float = config.BROKER_LINGER_MS
+    compression: str = config.BROKER_COMPRESSION
+
+    def plan_settings(self, broker: str) -> PlanSettings:
+        """The guard (the overlay's first broker) dead-letters messages of unknown sources."""
+        return PlanSettings(self.link_format, broker == self.overlay.brokers[0], self.limits, self.mode)
 
 
-COUNTERS = ("messages", "forwarded", "delivered", "dead_letters")
-"""What each broker counts (Spark accumulators, summed over executors)."""
-
-
-def _arrow_fn(broker: str, spec_key: str, spec_bc, acc: dict):
-    """The function ``mapInArrow`` runs on executors (closes over plain data and
-    accumulators only). Per input batch it first yields the rows that forward messages
-    down links (and dead letters), then the deliveries to local profiles, so the next
-    brokers get their input before local matching is done."""
-
-    def process(batches):
-        import pyarrow as pa
-
-        plan = None  # compiled on the first message: batches of control packets only need none
-        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-        schema = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
-                            ("headers", header_type)])
-
-        def arrow(rows):
-            for t, *_ in rows:
-                acc["forwarded" if t.startswith(topics.BROKER_PREFIX) else
-                    "dead_letters" if t == topics.DEAD_LETTER else "delivered"].add(1)
-            return pa.RecordBatch.from_arrays(
-                [pa.array([r[0] for r in rows], pa.string()), pa.array([r[1] for r in rows], pa.binary()),
-                 pa.array([r[2] for r in rows], pa.binary()),
-                 pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in rows], header_type)], schema=schema)
-
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            if plan is None:
-                plan = cached_plan(broker, spec_key, lambda: pickle.loads(spec_bc.value))
-            cols = batch.to_pydict()
-            acc["messages"].add(batch.num_rows)
-            inbound, early = [], []
-            for i in range(batch.num_rows):
-                headers = [(h["key"], h["value"]) for h in (cols["headers"][i] or ())]
-                msg, rows = plan.receive(cols["topic"][i], cols["key"][i], cols["value"][i], headers,
-                                         cols["partition"][i], cols["offset"][i])
-                early += rows
-                if msg is not None:
-                    inbound.append(msg)
-                    early += plan.route(msg)
-            yield arrow(early)
-            late = [row for msg in inbound for row in plan.deliver(msg)]
-            yield arrow(late)
-
-    return process
+COUNTERS = ("messages", "forwarded", "delivered", "dead_letters", "control_packets",
+            "link_bytes", "delivered_bytes", "bytes_written")
+"""What each broker counts (summed over the tasks' reports)."""
 
 
 class BrokerJob:
-    """One broker's streaming query and the driver-side state behind it."""
+    """The streaming query of some brokers, and the driver's view of them."""
 
     def __init__(self, spark, settings: BrokerSettings) -> None:
         self.spark = spark
         self.settings = settings
-        self.guard = settings.broker == settings.overlay.brokers[0]
-        self.snapshot_path = settings.checkpoint_dir / "state.pickle"
-        if self.snapshot_path.exists():
-            self.state = BrokerState.restore(self.snapshot_path.read_bytes(), settings.overlay)
-        else:
-            self.state = BrokerState(settings.broker, settings.overlay)
+        self.key = uuid.uuid4().hex  # names this job's broker copies in the Python workers
+        self.states = {b: BrokerState(b, copy.deepcopy(settings.overlay)) for b in settings.brokers}
+        self.follower: Follower | None = None
+        self.stats = spark.sparkContext.accumulator({}, StatsParam())
         self.query = None
         self._subscribed_sources = False
-        self._spec_bc = None
-        self._spec_version = -1
-        self._spec_key = ""
-        self._lock = threading.Lock()
-        self.acc = {name: spark.sparkContext.accumulator(0) for name in COUNTERS}
-        self.batches = 0
-        self.control_packets = 0
+
+    def _consumer_conf(self) -> dict:
+        return {"bootstrap.servers": self.settings.bootstrap_servers, **librdkafka_options()}
 
     @property
     def wants_sources(self) -> bool:
         """Root brokers and the catalog guard read the source topics."""
-        return self.guard or self.settings.broker in self.state.overlay.sources.values()
+        roots = {r for state in self.states.values() for r in state.overlay.sources.values()}
+        return self.settings.overlay.brokers[0] in self.states or bool(roots & set(self.states))
 
     def _pattern(self) -> str:
-        own = re.escape(topics.broker_topic(self.settings.broker))
-        return f"^{own}$" + (f"|^{re.escape(topics.SOURCE_PREFIX)}.+" if self.wants_sources else "")
+        own = "|".join(re.escape(b) for b in self.settings.brokers)
+        return f"^{re.escape(topics.BROKER_PREFIX)}({own})$" + (
+            f"|^{re.escape(topics.SOURCE_PREFIX)}.+" if self.wants_sources else "")
 
     def start(self):
         """Start (or restart) the streaming query from its checkpoint."""
         from pyspark.sql import functions as F
 
         s = self.settings
+        # One partition: the log is the order the packets were applied in.
+        topics.ensure_topics(s.bootstrap_servers, [topics.state_topic(b) for b in s.brokers],
+                             config={"retention.ms": "-1"})
+        if self.follower is None:
+            self.follower = Follower(LogReader(self._consumer_conf()), s.brokers, self._follow).start()
         self._subscribed_sources = self.wants_sources
-        flow = F.coalesce(F.expr("cast(get(filter(headers, h -> h.key = 'onyx-flow'), 0).value as string)"), F.lit("xml"))
+        spec = TaskSpec(self.key, s.overlay, tuple(s.brokers), {b: s.plan_settings(b) for b in s.brokers},
+                        producer_conf(s.bootstrap_servers, s.linger_ms, s.compression), self._consumer_conf(),
+                        self.stats)
+        flow = F.coalesce(F.expr("cast(get(filter(headers, h -> h.key = 'onyx-flow'), 0).value as string)"),
+                          F.lit("xml"))
         rows = (self.spark.readStream.format("kafka")
                 .option("kafka.bootstrap.servers", s.bootstrap_servers)
                 .options(**spark_options())
                 .option("subscribePattern", self._pattern())
                 .option("kafka.metadata.max.age.ms", "2000")  # notice new source topics quickly
+                .option("kafka.fetch.max.wait.ms", str(s.fetch_wait_ms))
                 .option("startingOffsets", "earliest")
                 .option("failOnDataLoss", "false")
                 .option("includeHeaders", "true")
                 .option("maxOffsetsPerTrigger", s.max_offsets_per_trigger)
                 .load()
-                .withColumn("flow", flow))
-        self.query = (rows.writeStream.queryName(f"onyx-broker-{s.broker}")
-                      .foreachBatch(self._batch)
+                .withColumn("flow", flow)
+                .select(*INPUT_COLUMNS))
+        out = rows.coalesce(max(1, s.tasks)).mapInArrow(task_function(spec), OUTPUT_SCHEMA)
+        self.query = (out.writeStream.queryName(f"onyx-brokers-{'-'.join(s.brokers)}"[:200])
+                      .format("kafka")
+                      .option("kafka.bootstrap.servers", s.bootstrap_servers)
+                      .options(**spark_options())
                       .option("checkpointLocation", str(s.checkpoint_dir / "query"))
+                      .option("asyncProgressTrackingEnabled", "true")
+                      .option("asyncProgressTrackingCheckpointIntervalMs", "1000")
                       .trigger(processingTime=s.trigger)
                       .start())
         return self.query
 
-    def _batch(self, df, batch_id: int) -> None:
-        df.persist()  # read from Kafka once, used by the control collect and the data plane
-        try:
-            self._apply_batch(df)
-        finally:
-            df.unpersist()
+    def _follow(self, broker: str, packet: Packet) -> None:
+        self.states[broker].apply(packet.flow, packet.key, packet.value, packet.headers, packet.topic,
+                                  packet.coordinates)
 
-    def _apply_batch(self, df) -> None:
-        from pyspark.sql import functions as F
-
-        control = (df.filter(F.col("flow") != "xml").filter(~F.col("topic").startswith(topics.SOURCE_PREFIX))
-                   .select("topic", "key", "value", "headers", "flow", "partition", "offset")
-                   .orderBy("partition", "offset").collect())
-        out_rows = []
-        with self._lock:  # status() reads the state from another thread
-            before = self.state.version
-            for r in control:
-                headers = [(h["key"], bytes(h["value"])) for h in (r["headers"] or [])]
-                out_rows += self.state.apply(r["flow"], r["key"], r["value"], headers, r["topic"])
-            self._ship_plan()
-            version = self.state.version
-        xml = df.filter((F.col("flow") == "xml") | F.col("topic").startswith(topics.SOURCE_PREFIX))
-        result = xml.select("topic", "key", "value", "headers", "partition", "offset").mapInArrow(
-            _arrow_fn(self.settings.broker, self._spec_key, self._spec_bc, self.acc), OUT_SCHEMA)
-        if out_rows:
-            result = result.unionByName(self.spark.createDataFrame(
-                [(t, k, v, [{"key": hk, "value": hv} for hk, hv in h]) for t, k, v, h in out_rows], OUT_SCHEMA))
-        (result.write.format("kafka")
-         .option("kafka.bootstrap.servers", self.settings.bootstrap_servers)
-         .options(**spark_options())
-         .save())
-        # Only after the batch's rows are in Kafka: a crash before this line replays
-        # the batch against the older snapshot, so its deltas are sent again.
-        if version != before:
-            with self._lock:
-                self._save_snapshot()
-        self.batches += 1
-        self.control_packets += len(control)
-
-    def _ship_plan(self) -> None:
-        if self._spec_version == self.state.version and self._spec_bc is not None:
-            return
-        spec = PlanSpec.of(self.state, self.settings.link_format, self.guard, self.settings.limits,
-                           self.settings.flood)
-        old, self._spec_bc = self._spec_bc, self.spark.sparkContext.broadcast(pickle.dumps(spec))
-        self._spec_version = self.state.version
-        self._spec_key = uuid.uuid4().hex
-        if old is not None:
-            old.unpersist()
-
-    def _save_snapshot(self) -> None:
-        self.snapshot_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.snapshot_path.with_suffix(".tmp")
-        tmp.write_bytes(self.state.snapshot())
-        os.replace(tmp, self.snapshot_path)
-
-    def status(self) -> dict:
-        """Counters, profiles and routing-table sizes of this broker (for ``onyx status``)."""
-        progress = self.query.lastProgress if self.query is not None else None
-        with self._lock:
-            profiles, version = len(self.state.profiles), self.state.version
-            routing = {root: t.stats() for root, t in self.state.tables.items()}
-        return {
-            "broker": self.settings.broker,
-            "running": self.query is not None and self.query.isActive,
-            "batches": self.batches,
-            "control_packets": self.control_packets,
-            **{name: acc.value for name, acc in self.acc.items()},
-            "profiles": profiles,
-            "state_version": version,
-            "routing": routing,
-            "last_batch_ms": (progress or {}).get("durationMs", {}).get("triggerExecution"),
-            "offsets": _end_offsets(progress),
-        }
+    def status(self) -> list[dict]:
+        """Per broker: counters, profiles and routing-table sizes (for ``onyx status``)."""
+        query = self.query
+        progress = query.lastProgress if query is not None else None
+        offsets = _end_offsets(progress)
+        running = query is not None and query.isActive
+        stats = self.stats.value
+        out = []
+        with self.follower.lock:
+            for b, state in self.states.items():
+                mine = {topics.broker_topic(b)} | {topics.source_topic(s) for s, r in state.overlay.sources.items()
+                                                   if r == b}
+                counts = stats.get(b, {}).get("counts", {})
+                out.append({
+                    "broker": b, "running": running,
+                    **{name: counts.get(name, 0) for name in COUNTERS},
+                    "seconds": dict(stats.get(b, {}).get("seconds", {})),
+                    "profiles": len(state.profiles), "state_version": state.version, "state_seq": state.seq,
+                    "routing": {root: t.stats() for root, t in state.tables.items()},
+                    "last_batch_ms": (progress or {}).get("durationMs", {}).get("triggerExecution"),
+                    "offsets": {t: n for t, n in offsets.items() if t in mine},
+                    "state_log_error": None if self.follower.error is None else str(self.follower.error),
+                })
+        return out
 
     def poll(self) -> None:
-        """Restart the query if the broker became a root and must read source topics;
-        raise the query's exception if it died."""
+        """Restart the query if one of its brokers became a root and must read source
+        topics; raise the query's exception if it died."""
         if self.query is not None and self.query.exception() is not None:
-            raise RuntimeError(f"broker {self.settings.broker} stopped: {self.query.exception()}")
+            raise RuntimeError(f"brokers {', '.join(self.settings.brokers)} stopped: {self.query.exception()}")
         if self.query is not None and self.wants_sources and not self._subscribed_sources:
             self.stop()
             self.start()
@@ -249,6 +188,13 @@ class BrokerJob:
         if self.query is not None:
             self.query.stop()
             self.query = None
+
+    def close(self) -> None:
+        """Stop the query and the driver's view of the state logs."""
+        self.stop()
+        if self.follower is not None:
+            self.follower.stop()
+            self.follower = None
 
 
 def _end_offsets(progress: dict | None) -> dict[str, int]:
@@ -265,28 +211,40 @@ def _end_offsets(progress: dict | None) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker.job",
-                                     description="Run one Onyx broker as a Spark Structured Streaming query.")
-    parser.add_argument("--broker", required=True, help="this broker's id in the overlay")
+    parser = argparse.ArgumentParser(
+        prog="python -m broker.job",
+        description="Run Onyx brokers as one Spark Structured Streaming query (one Spark application).")
+    parser.add_argument("--broker", action="append", required=True,
+                        help="a broker id of the overlay to run here (repeat for several)")
     parser.add_argument("--overlay", type=Path, required=True, help="overlay config (YAML/JSON)")
-    parser.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
-    parser.add_argument("--checkpoint", type=Path, default=None,
-                        help="checkpoint folder (default .run/checkpoints/broker-<id>)")
+    parser.add_argument("--bootstrap-servers", default=os.environ.get("ONYX_KAFKA_BOOTSTRAP"),
+                        help="Kafka bootstrap servers (default $ONYX_KAFKA_BOOTSTRAP)")
+    parser.add_argument("--checkpoint", type=Path,
+                        default=Path(os.environ["ONYX_CHECKPOINT_DIR"]) if os.environ.get("ONYX_CHECKPOINT_DIR") else None,
+                        help="checkpoint folder (default $ONYX_CHECKPOINT_DIR, else .run/checkpoints/brokers-<ids>)")
     parser.add_argument("--link-format", default="stream", help="wire format towards child brokers (default stream)")
-    parser.add_argument("--trigger", default="250 milliseconds", help="micro-batch interval (default 250 milliseconds)")
+    parser.add_argument("--trigger", default=config.BROKER_TRIGGER,
+                        help=f"micro-batch interval (default {config.BROKER_TRIGGER!r})")
     args = parser.parse_args(argv)
     from broker.spark_session import build_session
 
+    if not args.bootstrap_servers:
+        parser.error("--bootstrap-servers (or $ONYX_KAFKA_BOOTSTRAP) is required")
     overlay = Overlay.load(args.overlay)
-    if args.broker not in overlay.graph:
-        print(f"error: broker {args.broker!r} is not in {args.overlay}", file=sys.stderr)
+    unknown = [b for b in args.broker if b not in overlay.graph]
+    if unknown:
+        print(f"error: broker(s) {', '.join(unknown)} not in {args.overlay}", file=sys.stderr)
         return 2
-    checkpoint = args.checkpoint or config.RUN_DIR / "checkpoints" / f"broker-{args.broker}"
-    spark = build_session(f"onyx-broker-{args.broker}")
+    checkpoint = args.checkpoint or config.RUN_DIR / "checkpoints" / f"brokers-{'-'.join(args.broker)}"
+    spark = build_session(f"onyx-brokers-{'-'.join(args.broker)}")
     job = BrokerJob(spark, BrokerSettings(args.broker, overlay, args.bootstrap_servers, checkpoint,
                                           args.link_format, args.trigger))
     job.start()
-    job.query.awaitTermination()
+    try:
+        while not job.query.awaitTermination(5):
+            job.poll()
+    finally:
+        job.close()
     return 0
 
 

@@ -1,11 +1,12 @@
 """How Onyx's Kafka clients authenticate: nothing against a local Kafka, SASL/SCRAM as
 the user of :data:`broker.config.KAFKA_USERNAME` in a deployment whose Kafka enforces ACLs.
 
-Two spellings of the same settings: keyword arguments of kafka-python's clients, and
-``kafka.*`` options of Spark's Kafka source and sink.
+Three spellings of the same settings: keyword arguments of kafka-python's clients,
+``kafka.*`` options of Spark's Kafka source and sink, and librdkafka's configuration
+(confluent-kafka, what brokers and the fast clients produce and consume with).
 
->>> client_options(None, None), spark_options(None, None)
-({}, {})
+>>> client_options(None, None), spark_options(None, None), librdkafka_options(None, None)
+({}, {}, {})
 >>> client_options("b1", "pw")["sasl_plain_username"]
 'b1'
 >>> spark_options("b1", "pw")["kafka.sasl.jaas.config"]
@@ -48,3 +49,16 @@ def spark_options(username=_UNSET, password=_UNSET) -> dict[str, str]:
             f'username="{_jaas_quoted(username)}" password="{_jaas_quoted(password or "")}";')
     return {"kafka.security.protocol": config.KAFKA_SECURITY_PROTOCOL,
             "kafka.sasl.mechanism": config.KAFKA_SASL_MECHANISM, "kafka.sasl.jaas.config": jaas}
+
+
+def librdkafka_options(username=_UNSET, password=_UNSET) -> dict[str, str]:
+    """Configuration for confluent-kafka's clients (the configured user's unless given).
+
+    >>> librdkafka_options("b1", "pw")["sasl.username"]
+    'b1'
+    """
+    username, password = _credentials(username, password)
+    if not username:
+        return {}
+    return {"security.protocol": config.KAFKA_SECURITY_PROTOCOL, "sasl.mechanism": config.KAFKA_SASL_MECHANISM,
+            "sasl.username": username, "sasl.password": password or ""}

@@ -1,32 +1,50 @@
-"""The compiled data plane of one broker at one control-state version.
+"""The data plane of one broker: what it does with every record of its inbound topic.
 
-The driver turns its :class:`~broker.state.BrokerState` into a :class:`PlanSpec` (plain
-data) whenever the version changes and broadcasts it; executors compile it into a
-:class:`Plan` once and keep it in :data:`_CACHE` under the broker and a key unique to
-the spec, so a plan is rebuilt per version, not per batch (the key, unlike the version,
-also tells apart two overlays with a broker of the same name in one Spark application). A record goes through three steps: :meth:`Plan.receive`
-validates the source (or parses the packet header) and decodes by format;
-:meth:`Plan.route` forwards the message down the links of its tree whose routing
-queries it matches (re-encoded in the link's format); :meth:`Plan.deliver` matches the
-profiles hosted here (a delivery to one of the overlay's own topics becomes a dead letter:
-it would loop). Routing is on the critical path: the executor function routes a
-whole batch and hands those rows to the Kafka sink before it matches local profiles.
+A :class:`Plan` runs over a :class:`~broker.state.BrokerState` and stays in step with it:
+control packets go through :meth:`Plan.control` (the state applies them; the plan's
+engine of local profiles and its dictionaries follow, one profile at a time, so a
+change costs what it changes, not a recompile), and the state's routing tables route
+directly. A message record goes through three steps: :meth:`Plan.receive` validates
+the source (or parses the packet header) and decodes by format; :meth:`Plan.route`
+forwards the message down the links of its tree whose routing queries it matches
+(re-encoded in the link's format); :meth:`Plan.deliver` matches the profiles hosted here
+(a delivery to one of the overlay's own topics becomes a dead letter: it would loop).
+Routing is on the critical path: the executor (:mod:`broker.executor`) routes a whole
+run of messages and hands those rows to Kafka before it matches local profiles.
 Bad input becomes one dead letter with the reason; nothing raises.
+
+Three modes (:data:`MODES`): ``route`` (content-based routing, the system), ``flood``
+(every message down every link of its tree: the baseline routing is measured
+against) and ``floor`` (flooding without decoding or matching: every message is
+forwarded as it came and handed to every local profile, so what is left is the cost
+of the streaming job itself, the benchmark's Spark floor).
+
+>>> from routing.overlay import builtin
+>>> state = BrokerState("b1", builtin("figure4"))
+>>> plan = Plan(state, PlanSettings(guard=True))
+>>> body = {"op": "add", "profile_id": "p1", "version": 1, "text": "/a", "delivery_topic": "onyx.deliver.s1"}
+>>> up = plan.control("query", b"p1", json.dumps(body).encode(), [], "onyx.broker.b1")
+>>> [(t, k, v) for t, k, v, _ in plan.process("onyx.src.news", b"k", b"<a/>", [], 0, 7)]
+[('onyx.deliver.s1', b'p1', b'<a/>')]
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import formats
 from broker import topics
 from broker.packets import Row, dead_letter
+from broker.state import BrokerState, LocalProfile
 from formats.dictionary import Dictionary, DictionaryStore
 from formats.errors import FormatError
 from formats.header import PacketHeader
-from routing.table import Delta, RoutingTable
 from yfilter import Engine
 from yfilter.errors import MessageError
+
+MODES = ("route", "flood", "floor")
 
 
 @dataclass(frozen=True)
@@ -38,100 +56,134 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class PlanSpec:
-    broker: str
-    version: int
-    sources: dict[str, str]                       # source id -> root broker
-    profiles: dict[str, tuple[str, str]]          # profile id -> (text, delivery topic)
-    tables: dict[str, dict]                       # root -> RoutingTable.contributions()
-    dictionaries: dict[str, dict] = field(default_factory=dict)  # source -> Dictionary.to_json()
+class PlanSettings:
+    """How a broker's plan runs: the wire format towards child brokers, whether it is
+    the guard (dead-letters messages of unknown sources), its limits, its mode."""
+
     link_format: str = "stream"
-    guard: bool = False                           # dead-letters messages of unknown sources
+    guard: bool = False
     limits: Limits = Limits()
-    flood: dict[str, tuple[str, ...]] | None = None  # root -> children, when flooding instead of routing
+    mode: str = "route"
 
-    @classmethod
-    def of(cls, state, link_format: str, guard: bool, limits: Limits, flood: bool = False) -> "PlanSpec":
-        """The spec of a broker's control state; ``flood`` sends every message down every
-        link of its tree (the baseline content-based routing is measured against)."""
-        children = ({root: tuple(state.overlay.tree(root).children[state.broker])
-                     for root in set(state.overlay.sources.values())} if flood else None)
-        return cls(state.broker, state.version, dict(state.overlay.sources),
-                   {pid: (p.text, p.delivery_topic) for pid, p in state.profiles.items()},
-                   {root: t.contributions() for root, t in state.tables.items()},
-                   dict(state.dictionaries), link_format, guard, limits, children)
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown plan mode {self.mode!r}; one of {MODES}")
+        formats.get(self.link_format)  # FormatError for an unknown format
 
 
-@dataclass(frozen=True)
-class Inbound:
-    """A message this broker handles, decoded, with the record it came in."""
+class Inbound(NamedTuple):
+    """A message this broker handles, decoded (``None`` in ``floor`` mode), with the
+    record it came in."""
 
-    message: formats.Message
+    message: formats.Message | None
     header: PacketHeader
     payload: bytes
     record: tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]  # topic, key, value, headers
 
 
 class Plan:
-    """A compiled :class:`PlanSpec` (see module docstring)."""
+    """The data plane of ``state``'s broker (see module docstring)."""
 
-    def __init__(self, spec: PlanSpec) -> None:
-        self.spec = spec
+    def __init__(self, state: BrokerState, settings: PlanSettings = PlanSettings()) -> None:
+        self.state = state
+        self.settings = settings
         self.engine = Engine()
-        self.engine.add_many((pid, text) for pid, (text, _) in spec.profiles.items())
-        self.delivery = {pid: topic for pid, (_, topic) in spec.profiles.items()}
+        self.engine.add_many((pid, p.text) for pid, p in state.profiles.items())
+        self.delivery: dict[str, str] = {}
+        self.refused: dict[str, str] = {}
+        for pid, p in state.profiles.items():
+            self._target(pid, p)
+        self._dictionary_stamp = None
+        self.dictionaries = self._dictionaries()
+        state.on_profile = self._profile_changed
+
+    # -- control -------------------------------------------------------------
+
+    def control(self, flow: str, key: bytes | None, value: bytes | None,
+                headers: list[tuple[str, bytes]], topic: str,
+                at: tuple[str, int, int] | None = None) -> list[Row]:
+        """Apply one control packet (see :meth:`BrokerState.apply`); the plan follows."""
+        rows = self.state.apply(flow, key, value, headers, topic, at)
+        if flow == "catalog":
+            self.dictionaries = self._dictionaries()
+        return rows
+
+    def _target(self, pid: str, profile: LocalProfile) -> None:
         # A delivery into a topic the overlay reads would be read, matched and delivered
         # again, without end. The service refuses such topics; a profile that has one all
         # the same (an older store, a packet written by hand) gets dead letters instead.
-        self.refused = {pid: reason for pid, topic in self.delivery.items()
-                        if (reason := topics.internal_reason(topic)) is not None}
-        self.dictionaries = DictionaryStore(Dictionary.from_json(d) for d in spec.dictionaries.values())
-        self.tables: dict[str, RoutingTable] = {}
-        for root, links in spec.tables.items():
-            table = self.tables[root] = RoutingTable(spec.broker)
-            for link, held in links.items():
-                for pid, (version, query) in held.items():
-                    table.apply(link, Delta(pid, version, query))
+        self.delivery[pid] = profile.delivery_topic
+        reason = topics.internal_reason(profile.delivery_topic)
+        if reason is None:
+            self.refused.pop(pid, None)
+        else:
+            self.refused[pid] = reason
+
+    def _profile_changed(self, pid: str, profile: LocalProfile | None) -> None:
+        if pid in self.delivery:
+            self.engine.remove(pid)
+            del self.delivery[pid]
+            self.refused.pop(pid, None)
+        if profile is not None:
+            self.engine.add(pid, profile.text)
+            self._target(pid, profile)
+
+    def _dictionaries(self) -> DictionaryStore:
+        stamp = tuple((s, d["version"]) for s, d in sorted(self.state.dictionaries.items()))
+        if stamp != self._dictionary_stamp:
+            self._dictionary_stamp = stamp
+            self.dictionaries = DictionaryStore(Dictionary.from_json(d) for d in self.state.dictionaries.values())
+        return self.dictionaries
+
+    # -- data ----------------------------------------------------------------
 
     def process(self, topic: str, key: bytes | None, value: bytes | None,
                 headers: list[tuple[str, bytes]], partition: int, offset: int) -> list[Row]:
-        """Every row one record causes: :meth:`receive`, then :meth:`route`, then :meth:`deliver`."""
+        """Every row one message record causes: :meth:`receive`, then :meth:`route`, then :meth:`deliver`."""
         inbound, rows = self.receive(topic, key, value, headers, partition, offset)
         if inbound is not None:
             rows = self.route(inbound) + self.deliver(inbound)
         return rows
+
+    def owns_source(self, source: str) -> bool | None:
+        """Whether this broker handles messages of ``source``: True if it is its root,
+        False if another broker is, ``None`` if the source is unknown here."""
+        root = self.state.overlay.sources.get(source)
+        return None if root is None else root == self.state.broker
 
     def receive(self, topic: str, key: bytes | None, value: bytes | None,
                 headers: list[tuple[str, bytes]], partition: int, offset: int) -> tuple[Inbound | None, list[Row]]:
         """Validate and decode one record: ``(inbound, [])`` for a message this broker
         handles, ``(None, [dead letter])`` for bad input, ``(None, [])`` for a source
         message another broker is the root of."""
-        spec = self.spec
+        settings, broker = self.settings, self.state.broker
         record = (topic, key, value, headers)
         try:
             if topic.startswith(topics.SOURCE_PREFIX):
                 source = topic[len(topics.SOURCE_PREFIX):]
-                root = spec.sources.get(source)
-                if root is None:
+                owned = self.owns_source(source)
+                if owned is None:
                     return None, [dead_letter(f"unknown source id {source!r}: register it with POST /sources first",
-                                              *record)] if spec.guard else []
-                if root != spec.broker:
+                                              *record)] if settings.guard else []
+                if not owned:
                     return None, []  # another broker is this source's root and handles it
-                given = dict(headers).get("onyx-message-id")
+                given = next((v for k, v in headers if k == "onyx-message-id"), None)
                 message_id = given.decode(errors="replace") if given else f"{source}-{partition}-{offset}"
-                header = PacketHeader("xml", format="text", source_id=source, root_broker=root,
+                header = PacketHeader("xml", format="text", source_id=source, root_broker=broker,
                                       message_id=message_id)
             else:
                 header = PacketHeader.from_kafka(headers)
                 if header.flow != "xml" or header.root_broker is None or header.message_id is None:
                     raise FormatError("an xml packet between brokers needs onyx-root-broker and onyx-message-id")
             payload = value or b""
-            if len(payload) > spec.limits.max_bytes:
+            if len(payload) > settings.limits.max_bytes:
                 raise FormatError(f"message of {len(payload)} bytes exceeds this broker's limit of "
-                                  f"{spec.limits.max_bytes} bytes")
+                                  f"{settings.limits.max_bytes} bytes")
+            if settings.mode == "floor":
+                return Inbound(None, header, payload, record), []
             msg = header.decode(payload, self.dictionaries)
-            if max(msg.depths, default=0) > spec.limits.max_depth:
-                raise FormatError(f"message nesting exceeds this broker's limit of {spec.limits.max_depth}")
+            if max(msg.depths, default=0) > settings.limits.max_depth:
+                raise FormatError(f"message nesting exceeds this broker's limit of {settings.limits.max_depth}")
             return Inbound(msg, header, payload, record), []
         except (FormatError, MessageError) as exc:
             return None, [dead_letter(str(exc), *record)]
@@ -141,64 +193,65 @@ class Plan:
     def _link_format(self, source: str | None) -> tuple[str, Dictionary | None]:
         """The format to forward in, and its dictionary: the configured link format, or
         ``stream`` when that needs a dictionary the source has not registered."""
-        fmt = self.spec.link_format
+        fmt = self.settings.link_format
         if not formats.get(fmt).needs_dictionary:
             return fmt, None
         dictionary = self.dictionaries.latest(source) if source else None
         return (fmt, dictionary) if dictionary is not None else ("stream", None)
 
+    def links(self, inbound: Inbound) -> list[str]:
+        """The child brokers ``inbound`` goes to, sorted."""
+        root = inbound.header.root_broker
+        if self.settings.mode != "route":
+            return sorted(self.state.overlay.tree(root).children[self.state.broker])
+        table = self.state.tables.get(root)
+        return sorted(table.route(inbound.message)) if table is not None else []
+
     def route(self, inbound: Inbound) -> list[Row]:
         """The rows that forward a message down the links of its tree that want it."""
-        spec, header = self.spec, inbound.header
+        header = inbound.header
         try:
-            if spec.flood is not None:
-                links = set(spec.flood.get(header.root_broker, ()))
-            else:
-                table = self.tables.get(header.root_broker)
-                links = table.route(inbound.message) if table is not None else set()
+            links = self.links(inbound)
             if not links:
                 return []
-            fmt, dictionary = self._link_format(header.source_id)
-            version = dictionary.version if dictionary else None
-            same = header.format == fmt and header.dictionary_version == version
-            blob = inbound.payload if same else formats.encode(fmt, inbound.message, dictionary=dictionary)
+            if inbound.message is None:  # floor: forwarded as it came
+                fmt, dictionary, blob = header.format, None, inbound.payload
+                version = header.dictionary_version
+            else:
+                fmt, dictionary = self._link_format(header.source_id)
+                version = dictionary.version if dictionary else None
+                same = header.format == fmt and header.dictionary_version == version
+                blob = inbound.payload if same else formats.encode(fmt, inbound.message, dictionary=dictionary)
             out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
                                message_id=header.message_id, dictionary_version=version).to_kafka()
             key = header.message_id.encode()
-            return [(topics.broker_topic(link), key, blob, out) for link in sorted(links)]
+            return [(topics.broker_topic(link), key, blob, out) for link in links]
         except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
             return [dead_letter(f"internal error while routing: {exc!r}", *inbound.record)]
 
     def deliver(self, inbound: Inbound) -> list[Row]:
         """The deliveries of the profiles hosted here: the message for a filter, one
         result document per binding for a transformation profile."""
-        if not len(self.engine):
+        if not self.delivery:
             return []
         header = inbound.header
-        try:
-            results = self.engine.run(inbound.message)
-        except MessageError as exc:
-            return [dead_letter(str(exc), *inbound.record)]
-        except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
-            return [dead_letter(f"internal error while matching: {exc!r}", *inbound.record)]
+        if inbound.message is None:  # floor: every local profile, nothing evaluated
+            results = {pid: [inbound.payload] for pid in self.delivery}
+        else:
+            try:
+                results = self.engine.run(inbound.message)
+            except MessageError as exc:
+                return [dead_letter(str(exc), *inbound.record)]
+            except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
+                return [dead_letter(f"internal error while matching: {exc!r}", *inbound.record)]
         if not results:
             return []
         out = PacketHeader("xml", format="text", source_id=header.source_id,
                            root_broker=header.root_broker, message_id=header.message_id).to_kafka()
-        delivered = [(self.delivery[pid], pid.encode(), doc, out)
-                     for pid in sorted(results) if pid not in self.refused for doc in results[pid]]
-        return delivered + [dead_letter(f"not delivered to profile {pid}: its delivery topic {self.refused[pid]}",
-                                        *inbound.record) for pid in sorted(self.refused.keys() & results.keys())]
-
-
-_CACHE: dict[str, tuple[str, Plan]] = {}
-"""Compiled plans in this (executor) process, by broker: only the newest spec is kept."""
-
-
-def cached_plan(broker: str, spec_key: str, load) -> Plan:
-    """The compiled plan of ``broker`` for the spec with key ``spec_key``; ``load()``
-    returns the spec if it has to be compiled here (once per spec per Python worker)."""
-    cached = _CACHE.get(broker)
-    if cached is None or cached[0] != spec_key:
-        cached = _CACHE[broker] = (spec_key, Plan(load()))
-    return cached[1]
+        refused = self.refused
+        rows = [(self.delivery[pid], pid.encode(), doc, out)
+                for pid in sorted(results) if pid not in refused for doc in results[pid]]
+        if refused:
+            rows += [dead_letter(f"not delivered to profile {pid}: its delivery topic {refused[pid]}",
+                                 *inbound.record) for pid in sorted(refused.keys() & results.keys())]
+        return rows

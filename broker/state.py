@@ -19,6 +19,18 @@ Catalog packets announce a source, with the name dictionary of its schema if it 
 one; the packet travels down the source's tree (so every broker can decode the
 dictionary-encoded formats), and a new root broker means a new tree, so every
 broker sends its profiles' routing queries up it.
+
+Every packet applied, whether it changed anything or not, counts in :attr:`seq`. A
+packet read from Kafka is applied with its place (``at``: topic, partition, offset); the
+state keeps the last place applied per topic partition and skips a packet at or before
+it, so a replayed batch, or a copy catching up from the broker's state log
+(:mod:`broker.state_log`) that meets packets it already applied, changes nothing.
+
+>>> s = BrokerState("b4", __import__("routing.overlay").overlay.builtin("figure4"))
+>>> body = {"op": "add", "profile_id": "p1", "version": 1, "text": "/nitf//hl1", "delivery_topic": "t"}
+>>> rows = s.apply("query", b"p1", json.dumps(body).encode(), [], "onyx.broker.b4")
+>>> [r[0] for r in rows], s.seq, s.version, sorted(s.profiles)
+(['onyx.broker.b2'], 1, 1, ['p1'])
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass, field
+from typing import Callable
 
 from broker import topics
 from broker.packets import Row, dead_letter
@@ -57,7 +70,12 @@ class BrokerState:
     tombstones: dict[str, int] = field(default_factory=dict)  # deleted profile -> version
     tables: dict[str, RoutingTable] = field(default_factory=dict)  # root -> table
     dictionaries: dict[str, dict] = field(default_factory=dict)  # source -> newest Dictionary.to_json()
-    version: int = 0
+    version: int = 0  # changes made (names the state in status and snapshots)
+    seq: int = 0  # packets applied, changes or not
+    applied: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset
+    on_profile: Callable[[str, LocalProfile | None], None] | None = field(default=None, repr=False, compare=False)
+    """Told of every change of a hosted profile (``None``: deleted); the data plane keeps
+    its engine of local profiles in step with it."""
 
     def table(self, root: str) -> RoutingTable:
         if root not in self.tables:
@@ -66,10 +84,21 @@ class BrokerState:
 
     # -- control flows -------------------------------------------------------
 
+    def is_applied(self, at: tuple[str, int, int]) -> bool:
+        """Whether the packet at ``at`` (topic, partition, offset) was applied already."""
+        return self.applied.get(at[:2], -1) >= at[2]
+
     def apply(self, flow: str, key: bytes | None, value: bytes | None,
-              headers: list[tuple[str, bytes]], origin: str) -> list[Row]:
+              headers: list[tuple[str, bytes]], origin: str,
+              at: tuple[str, int, int] | None = None) -> list[Row]:
         """Apply one control packet; returns the rows it causes (deltas to the parent,
-        catalog packets to children, or a dead letter if the packet is bad)."""
+        catalog packets to children, or a dead letter if the packet is bad). A packet
+        ``at`` a place already applied is skipped (no rows)."""
+        if at is not None:
+            if self.is_applied(at):
+                return []
+            self.applied[at[:2]] = at[2]
+        self.seq += 1
         try:
             body = json.loads(value or b"")
             if not isinstance(body, dict):
@@ -99,15 +128,17 @@ class BrokerState:
         if op == "delete":
             self.profiles.pop(pid, None)
             self.tombstones[pid] = version
-            query = None
+            query, profile = None, None
         elif op in ("add", "update"):
             text = str(body["text"])
             query = map_profile(text)  # raises ProfileError (a ValueError) for a bad text
-            self.profiles[pid] = LocalProfile(version, text, str(body["delivery_topic"]))
+            profile = self.profiles[pid] = LocalProfile(version, text, str(body["delivery_topic"]))
             self.tombstones.pop(pid, None)
         else:
             raise ControlError(f"unknown profile op {op!r}")
         self.version += 1
+        if self.on_profile is not None:
+            self.on_profile(pid, profile)
         delta = Delta(pid, version, query)
         return [row for root in self.overlay.roots for row in self._up(root, delta)]
 
@@ -161,7 +192,7 @@ class BrokerState:
     def snapshot(self) -> bytes:
         """Plain data for :meth:`restore` (written next to the checkpoint)."""
         return pickle.dumps({
-            "broker": self.broker, "version": self.version,
+            "broker": self.broker, "version": self.version, "seq": self.seq, "applied": dict(self.applied),
             "sources": dict(self.overlay.sources),
             "profiles": {pid: (p.version, p.text, p.delivery_topic) for pid, p in self.profiles.items()},
             "tombstones": dict(self.tombstones),
@@ -173,7 +204,8 @@ class BrokerState:
     def restore(cls, blob: bytes, overlay: Overlay) -> "BrokerState":
         data = pickle.loads(blob)
         overlay.sources.update(data["sources"])
-        state = cls(data["broker"], overlay, version=data["version"])
+        state = cls(data["broker"], overlay, version=data["version"], seq=data.get("seq", 0),
+                    applied=data.get("applied", {}))
         state.profiles = {pid: LocalProfile(*p) for pid, p in data["profiles"].items()}
         state.tombstones = data["tombstones"]
         state.dictionaries = data.get("dictionaries", {})

@@ -30,6 +30,7 @@ PROFILES = "onyx.profiles"
 
 SOURCE_PREFIX = "onyx.src."
 BROKER_PREFIX = "onyx.broker."
+STATE_PREFIX = "onyx.state."
 DELIVER_PREFIX = "onyx.deliver."
 NAMESPACE = "onyx."
 """Every name the overlay gives a topic starts with this; subscribers name topics outside it."""
@@ -49,6 +50,7 @@ INTERNAL: tuple[Internal, ...] = (
     Internal(CATALOG, "onyx.catalog*", "the compacted source catalog brokers rebuild their state from"),
     Internal(PROFILES, "onyx.profiles*", "the compacted profile log brokers rebuild their state from"),
     Internal(DEAD_LETTER, "onyx.dead-letter", "the overlay's rejected input"),
+    Internal(STATE_PREFIX, "onyx.state.*", "a broker's state log: the control packets it applied, in order"),
 )
 """Every topic the overlay reads or writes for itself, as name prefixes: the one list the
 registration service, the brokers' delivery guard, the start-up check of stored profiles
@@ -118,6 +120,11 @@ def source_topic(source_id: str) -> str:
     return SOURCE_PREFIX + source_id
 
 
+def state_topic(broker_id: str) -> str:
+    """A broker's state log: every control packet it applied, in order (one partition)."""
+    return STATE_PREFIX + broker_id
+
+
 def broker_topic(broker_id: str) -> str:
     """A broker's inbound topic (four flows, told apart by the ``onyx-flow`` header)."""
     return BROKER_PREFIX + broker_id
@@ -130,8 +137,10 @@ def delivery_topic(name: str) -> str:
     return DELIVER_PREFIX + name
 
 
-def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int = 1) -> list[str]:
-    """Create the topics that do not exist yet; returns the ones created."""
+def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int = 1,
+                  config: dict[str, str] | None = None) -> list[str]:
+    """Create the topics that do not exist yet (with topic ``config``, e.g. retention);
+    returns the ones created."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
@@ -143,7 +152,7 @@ def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int 
         wanted = set(names) - set(admin.list_topics())
         if wanted:
             try:
-                admin.create_topics([NewTopic(n, partitions, 1) for n in sorted(wanted)])
+                admin.create_topics([NewTopic(n, partitions, 1, topic_configs=config or {}) for n in sorted(wanted)])
             except TopicAlreadyExistsError:
                 pass  # raced with auto-creation; the topic exists, which is all we need
         return sorted(wanted)

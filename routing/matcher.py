@@ -48,7 +48,9 @@ class AtomEngine:
     def __init__(self) -> None:
         self._refs: Counter[str] = Counter()
         self._prefixes: dict[str, str] = {}
-        self._engine = Engine()
+        # Built on the first match: a table that only collects (the driver's copy of a
+        # broker's state, a burst of routing deltas before any message) never parses an atom.
+        self._engine: Engine | None = None
         self._last: tuple[object, frozenset[str]] | None = None
         self._probe: AtomEngine | None = None  # atoms asked about by sample_bits, kept
         self._probed: OrderedDict[int, tuple[object, int, frozenset[str]]] = OrderedDict()
@@ -60,30 +62,40 @@ class AtomEngine:
         return atom in self._refs
 
     def acquire(self, atom: str) -> None:
-        """One more user of ``atom`` (registered with the engine on first use)."""
-        if atom not in self._refs:
-            self._add(atom)
-            self._last = None
+        """One more user of ``atom`` (registered with the engine on first use, once the
+        engine is built)."""
         self._refs[atom] += 1
+        if self._refs[atom] == 1:
+            if self._engine is not None:
+                self._add(atom)
+            self._last = None
 
     def release(self, atom: str) -> None:
         """One user fewer; the last one unregisters it."""
         self._refs[atom] -= 1
         if not self._refs[atom]:
             del self._refs[atom]
-            self._engine.remove(atom)
+            if self._engine is not None:
+                self._engine.remove(atom)
             self._last = None
+
+    def _build(self) -> Engine:
+        """The engine over every atom held now (all at once: ``add_many`` is the fast path)."""
+        texts = [(atom, engine_text(atom, self._prefixes)) for atom in self._refs]
+        engine = Engine({p: uri for uri, p in self._prefixes.items()})
+        engine.add_many(texts)
+        return engine
 
     def _add(self, atom: str) -> None:
         known = len(self._prefixes)
         text = engine_text(atom, self._prefixes)
         if len(self._prefixes) != known:
             # The engine binds prefixes when it is built: a new namespace URI means a
-            # new engine with every atom re-added (rare: URIs come with new schemas).
-            self._engine = Engine({p: uri for uri, p in self._prefixes.items()})
-            for other in self._refs:
-                self._engine.add(other, engine_text(other, self._prefixes))
-        self._engine.add(atom, text)
+            # new engine with every atom (this one included) re-added (rare: URIs come
+            # with new schemas).
+            self._engine = self._build()
+        else:
+            self._engine.add(atom, text)
 
     def match(self, message) -> frozenset[str]:
         """The atoms ``message`` matches (XML bytes or a :class:`formats.Message`).
@@ -91,6 +103,8 @@ class AtomEngine:
         last = self._last
         if last is not None and last[0] is message:
             return last[1]
+        if self._engine is None and self._refs:
+            self._engine = self._build()
         out = self._engine.match(message) if self._refs else frozenset()
         if isinstance(message, _IMMUTABLE):
             self._last = (message, out)

@@ -9,13 +9,13 @@ import formats
 from broker import topics
 from broker.control_packets import catalog_packet, source_dictionary
 from broker.packets import REASON
-from broker.plan import Limits, Plan, PlanSpec
+from broker.plan import Limits, Plan, PlanSettings
 from broker.state import BrokerState
 from broker.store import SourceRecord
 from formats.header import PacketHeader
 from routing.dnf import map_profile
 from routing.overlay import builtin
-from routing.table import Delta, RoutingTable
+from routing.table import Delta
 
 DTD = b"<!ELEMENT nitf (head, body)> <!ELEMENT head (title)> <!ELEMENT title (#PCDATA)> <!ELEMENT body (p*)>"
 GOOD = b"<nitf><head><title>SF</title></head><body/></nitf>"
@@ -44,7 +44,7 @@ def _delta() -> Delta:
 
 
 def _plan(state: BrokerState, link_format="stream", guard=True, limits=Limits()) -> Plan:
-    return Plan(PlanSpec.of(state, link_format, guard, limits))
+    return Plan(state, PlanSettings(link_format, guard, limits))
 
 
 def _from_source(plan, value, source="news"):
@@ -98,8 +98,7 @@ def test_bad_packets_between_brokers_become_dead_letters(headers, reason):
 
 def test_links_carry_the_configured_format_and_the_next_broker_decodes_it():
     b1 = _plan(_state("b1", DTD), link_format="stream-dict+zstd")
-    b1.tables.setdefault("b1", RoutingTable("b1"))
-    b1.tables["b1"].apply("b2", _delta())
+    b1.state.table("b1").apply("b2", _delta())
     rows = _from_source(b1, GOOD)
     (link,) = [r for r in rows if r[0] == topics.broker_topic("b2")]
     header = PacketHeader.from_kafka(link[3])
@@ -112,8 +111,7 @@ def test_links_carry_the_configured_format_and_the_next_broker_decodes_it():
 
 def test_without_the_sources_dictionary_links_fall_back_to_the_stream_format():
     b1 = _plan(_state("b1"), link_format="stream-dict")
-    b1.tables.setdefault("b1", RoutingTable("b1"))
-    b1.tables["b1"].apply("b2", _delta())
+    b1.state.table("b1").apply("b2", _delta())
     (link,) = [r for r in _from_source(b1, GOOD) if r[0] == topics.broker_topic("b2")]
     assert PacketHeader.from_kafka(link[3]).format == "stream"
 
@@ -126,7 +124,7 @@ def test_a_schema_that_is_not_one_is_refused():
 def test_flooding_sends_every_message_down_every_link_of_the_tree():
     state = _state("b1")
     routed = _plan(state)
-    flooded = Plan(PlanSpec.of(state, "stream", True, Limits(), flood=True))
+    flooded = Plan(state, PlanSettings(guard=True, mode="flood"))
     assert not [r for r in _from_source(routed, GOOD) if r[0].startswith(topics.BROKER_PREFIX)]
     links = sorted(r[0] for r in _from_source(flooded, GOOD) if r[0].startswith(topics.BROKER_PREFIX))
     assert links == [topics.broker_topic("b2"), topics.broker_topic("b3")]

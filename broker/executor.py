@@ -1,0 +1,293 @@
+"""What a broker job runs on executors: each micro-batch's records through their broker's plan.
+
+``mapInArrow`` runs :func:`task_function` on every task of every micro-batch; a task gets
+the records of some of the inbound topics of the job's brokers, in offset order per
+topic partition, and:
+
+1. brings its worker's copy of each broker it meets up to date from the broker's state
+   log (:mod:`broker.state_log`; a copy is kept in the Python worker between tasks, made
+   from the log when the worker first needs it or when a task using it failed);
+2. goes through the records in order. A control packet is applied to the copy at once
+   (so it takes effect before the messages after it) and queued for the state log.
+   Messages go through :meth:`~broker.plan.Plan.receive` and
+   :meth:`~broker.plan.Plan.route`, their link rows written at once; their deliveries
+   are matched after the run of messages is routed, before the next control packet;
+3. flushes what it wrote (:mod:`broker.sink`), then appends the packets it applied to
+   the state logs and flushes again (a packet is in the log only once its own output is
+   in Kafka), and adds its counts and stage times to the job's accumulator.
+
+It returns no rows: the query's Kafka sink writes nothing, and is there so that Spark
+tracks progress asynchronously (async progress tracking needs a Kafka sink).
+
+A record of a source topic goes to the broker that is the source's root (if it is in
+this job), or to the guard broker while the source is unknown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from pyspark.accumulators import AccumulatorParam
+
+from broker import topics
+from broker.plan import Inbound, Plan, PlanSettings
+from broker.sink import KafkaSink, sink_for
+from broker.state import BrokerState
+from broker.state_log import LogReader, Packet, log_record
+from routing.overlay import Overlay
+
+OUTPUT_SCHEMA = "topic string, value binary"
+"""What the task returns to Spark's Kafka sink: nothing (see module docstring)."""
+
+INPUT_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "flow")
+"""What the task reads of each record (``flow``: the ``onyx-flow`` header, ``xml`` if none)."""
+
+STAGES = ("sync", "control", "receive", "route", "deliver", "write", "flush")
+"""Where a task's time goes, per broker (``flush``: the task's wait for Kafka, shared out)."""
+
+
+class StatsParam(AccumulatorParam):
+    """Accumulates ``{broker: {"counts": {...}, "seconds": {...}}}`` from every task."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, total: dict, more: dict) -> dict:
+        for broker, parts in more.items():
+            mine = total.setdefault(broker, {})
+            for part, values in parts.items():
+                counter = mine.setdefault(part, {})
+                for name, v in values.items():
+                    counter[name] = counter.get(name, 0) + v
+        return total
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a task needs (shipped once, with the query)."""
+
+    job: str                           # unique per run of a job: names its copies in workers
+    overlay: Overlay
+    brokers: tuple[str, ...]
+    settings: dict[str, PlanSettings]  # broker -> how its plan runs
+    producer: dict[str, Any]           # librdkafka settings of the sink
+    consumer: dict[str, Any]           # librdkafka settings of the state-log reader
+    stats: Any                         # the job's accumulator (StatsParam)
+
+
+class Copy:
+    """A worker's copy of one broker: its plan (over its state), the state-log offset it
+    has read up to, and whether a task that used it is still running (or failed)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.position = 0
+        self.in_use = False
+
+
+class Copies:
+    """The copies of one job's brokers in this worker process."""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+        self.copies: dict[str, Copy] = {}
+        self.reader: LogReader | None = None
+
+    def log_ends(self) -> dict[str, int]:
+        """Where every broker's state log ends now (one request; once per task)."""
+        if self.reader is None:
+            self.reader = LogReader(self.spec.consumer)
+        return self.reader.ends(list(self.spec.brokers))
+
+    def get(self, broker: str, end: int) -> Copy:
+        """The copy of ``broker``, caught up with its state log up to ``end``."""
+        copy = self.copies.get(broker)
+        if copy is None or copy.in_use:  # new here, or a task failed half-way through it
+            state = BrokerState(broker, _overlay_copy(self.spec.overlay))
+            copy = self.copies[broker] = Copy(Plan(state, self.spec.settings[broker]))
+        if copy.position < end:
+            plan = copy.plan
+            for p in self.reader.read(broker, copy.position, end):
+                plan.control(p.flow, p.key, p.value, p.headers, p.topic, p.coordinates)
+            copy.position = end
+        copy.in_use = True
+        return copy
+
+
+def _overlay_copy(overlay: Overlay) -> Overlay:
+    import copy
+
+    return copy.deepcopy(overlay)  # a broker's state changes its overlay's sources
+
+
+_JOBS: dict[str, Copies] = {}
+"""Copies per job in this worker process; the newest few jobs are kept."""
+
+_KEEP_JOBS = 4
+
+
+def copies_of(spec: TaskSpec) -> Copies:
+    copies = _JOBS.pop(spec.job, None) or Copies(spec)
+    _JOBS[spec.job] = copies  # most recently used last
+    while len(_JOBS) > _KEEP_JOBS:
+        del _JOBS[next(iter(_JOBS))]
+    return copies
+
+
+class _Task:
+    """One task's pass over its records (see module docstring)."""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+        self.copies = copies_of(spec)
+        self.sink: KafkaSink = sink_for(spec.producer)
+        self.used: dict[str, Copy] = {}
+        self.counts: dict[str, Counter] = {}
+        self.times: dict[str, Counter] = {}
+        self.applied: list[tuple[str, Packet]] = []
+        self.waiting: list[tuple[str, Plan, Inbound]] = []  # routed, not yet matched locally
+        self.owner: dict[str, str | None] = {}
+        self.log_ends: dict[str, int] | None = None
+
+    def plan(self, broker: str) -> Plan:
+        copy = self.used.get(broker)
+        if copy is None:
+            t = time.perf_counter()
+            if self.log_ends is None:
+                self.log_ends = self.copies.log_ends()
+            copy = self.used[broker] = self.copies.get(broker, self.log_ends[broker])
+            self.counts.setdefault(broker, Counter())
+            self.times.setdefault(broker, Counter())["sync"] += time.perf_counter() - t
+        return copy.plan
+
+    def write(self, broker: str, rows: list) -> None:
+        if not rows:
+            return
+        t = time.perf_counter()
+        counts = self.counts[broker]
+        for topic, _, value, _ in rows:
+            size = len(value or b"")
+            if topic.startswith(topics.BROKER_PREFIX):
+                counts["forwarded"] += 1
+                counts["link_bytes"] += size
+            elif topic == topics.DEAD_LETTER:
+                counts["dead_letters"] += 1
+            else:
+                counts["delivered"] += 1
+                counts["delivered_bytes"] += size
+            counts["bytes_written"] += size
+        self.sink.send(rows)
+        self.times[broker]["write"] += time.perf_counter() - t
+
+    def source_owner(self, source: str) -> str | None:
+        """The broker of this job that handles records of ``source``: its root, or the
+        guard while no broker here knows the source."""
+        if source not in self.owner:
+            owner, known = None, False
+            for broker in self.spec.brokers:
+                owned = self.plan(broker).owns_source(source)
+                known = known or owned is not None
+                if owned:
+                    owner = broker
+                    break
+            if owner is None and not known:
+                owner = next((b for b in self.spec.brokers if self.spec.settings[b].guard), None)
+            self.owner[source] = owner
+        return self.owner[source]
+
+    def deliver_waiting(self) -> None:
+        """Match the routed messages against local profiles (after their link rows went out)."""
+        for broker, plan, inbound in self.waiting:
+            t = time.perf_counter()
+            rows = plan.deliver(inbound)
+            self.times[broker]["deliver"] += time.perf_counter() - t
+            self.write(broker, rows)
+        self.waiting = []
+
+    def control(self, broker: str, packet: Packet) -> None:
+        plan = self.plan(broker)
+        self.counts[broker]["control_packets"] += 1
+        if plan.state.is_applied(packet.coordinates):
+            return  # a replayed batch: the packet is in the state (and its log) already
+        self.deliver_waiting()  # the messages before the packet see the state before it
+        t = time.perf_counter()
+        rows = plan.control(packet.flow, packet.key, packet.value, packet.headers, packet.topic,
+                            packet.coordinates)
+        self.times[broker]["control"] += time.perf_counter() - t
+        self.write(broker, rows)
+        self.applied.append((broker, packet))
+        self.owner.clear()  # a catalog packet may have made a broker a source's root
+
+    def message(self, broker: str, topic: str, key, value, headers, partition: int, offset: int) -> None:
+        plan = self.plan(broker)
+        times = self.times[broker]
+        t0 = time.perf_counter()
+        inbound, rows = plan.receive(topic, key, value, headers, partition, offset)
+        t1 = time.perf_counter()
+        times["receive"] += t1 - t0
+        if inbound is not None:
+            self.counts[broker]["messages"] += 1
+            rows = plan.route(inbound)
+            times["route"] += time.perf_counter() - t1
+            self.waiting.append((broker, plan, inbound))
+        self.write(broker, rows)
+
+    def records(self, batch) -> None:
+        local = self.spec.brokers
+        cols = {name: batch.column(name).to_pylist() for name in INPUT_COLUMNS}
+        flows, partitions, offsets = cols["flow"], cols["partition"], cols["offset"]
+        keys, values, all_headers = cols["key"], cols["value"], cols["headers"]
+        for i, topic in enumerate(cols["topic"]):
+            headers = [(h["key"], h["value"]) for h in all_headers[i] or ()]
+            if topic.startswith(topics.BROKER_PREFIX):
+                broker = topic[len(topics.BROKER_PREFIX):]
+                if broker not in local:
+                    continue  # not this job's (its pattern never selects it)
+                if flows[i] != "xml":
+                    self.control(broker, Packet(topic, partitions[i], offsets[i], flows[i], keys[i], values[i],
+                                                headers))
+                    continue
+            else:
+                broker = self.source_owner(topic[len(topics.SOURCE_PREFIX):])
+                if broker is None:
+                    continue  # another application's root broker handles this source
+            self.message(broker, topic, keys[i], values[i], headers, partitions[i], offsets[i])
+
+    def finish(self) -> None:
+        self.deliver_waiting()
+        t = time.perf_counter()
+        self.sink.flush()
+        if self.applied:
+            self.sink.send([log_record(broker, packet) for broker, packet in self.applied])
+            self.sink.flush()
+        flush = time.perf_counter() - t
+        for copy in self.used.values():
+            copy.in_use = False
+        stats = {}
+        for broker, counts in self.counts.items():
+            self.times[broker]["flush"] += flush / len(self.counts)
+            stats[broker] = {"counts": dict(counts), "seconds": dict(self.times[broker])}
+        if stats:
+            self.spec.stats.add(stats)
+
+    def run(self, batches) -> Iterator:
+        import pyarrow as pa
+
+        for batch in batches:
+            if batch.num_rows:
+                self.records(batch)
+        self.finish()
+        yield pa.RecordBatch.from_pydict({"topic": [], "value": []},
+                                         schema=pa.schema([("topic", pa.string()), ("value", pa.binary())]))
+
+
+def task_function(spec: TaskSpec):
+    """The function ``mapInArrow`` runs on every task of the query (closes over the spec only)."""
+
+    def process(batches):
+        yield from _Task(spec).run(batches)
+
+    return process

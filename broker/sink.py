@@ -1,0 +1,108 @@
+"""Where a broker's output goes: Kafka, through librdkafka (confluent-kafka), from the executor.
+
+Every row a plan makes — a message forwarded down a link, a delivery, a routing delta,
+a dead letter — is a Kafka record ``(topic, key, value, headers)``. The executor writes
+them itself instead of handing them back to Spark's Kafka sink: no Arrow batch of
+output rows is built in Python and converted again in the JVM, the producer's batching
+and compression run in librdkafka's own threads, and a link row leaves as soon as it is
+routed, before the local deliveries of the same messages are matched. A task
+:meth:`flushes <KafkaSink.flush>` before it returns, so nothing a batch wrote is still
+in flight when Spark commits the batch's offsets (at-least-once, as with Spark's sink).
+A record Kafka can never take (too large for the topic, not allowed by its ACLs)
+becomes a dead letter naming it; any other failure fails the batch, which runs again.
+
+One producer per Python worker process and configuration (:func:`sink_for`), reused by
+every task that process runs.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from broker import topics
+from broker.packets import Row, dead_letter
+
+
+class SinkError(RuntimeError):
+    """Kafka refused or lost records a broker wrote (the batch fails and is run again)."""
+
+
+class KafkaSink:
+    """A producer with the counts a broker reports (records and bytes written)."""
+
+    def __init__(self, conf: dict[str, object]) -> None:
+        from confluent_kafka import Producer
+
+        self.errors: list[str] = []
+        self.refused: list[Row] = []  # dead letters for records Kafka will never take
+        self.producer = Producer({**conf, "error_cb": self._error})
+        self.records = 0
+        self.bytes = 0
+
+    def _error(self, err) -> None:
+        if err.fatal():
+            self.errors.append(f"fatal Kafka producer error: {err}")
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            return
+        if err.retriable() or msg.topic() == topics.DEAD_LETTER:
+            self.errors.append(f"record to {msg.topic()} not written: {err}")
+        else:  # this record can never be written (too large, not allowed): say so, lose nothing else
+            self.refused.append(dead_letter(f"Kafka refused a record for {msg.topic()}: {err.str()}",
+                                            msg.topic(), msg.key(), None, list(msg.headers() or ())))
+
+    def send(self, rows: Iterable[Row]) -> None:
+        """Queue rows for writing (the producer sends them in the background)."""
+        produce, delivered = self.producer.produce, self._delivered
+        for topic, key, value, headers in rows:
+            while True:
+                try:
+                    produce(topic, value, key, headers=headers, on_delivery=delivered)
+                    break
+                except BufferError:  # the local queue is full: let librdkafka send some first
+                    self.producer.poll(0.05)
+            self.records += 1
+            self.bytes += len(value or b"") + len(key or b"")
+        self.producer.poll(0)
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Wait until everything queued is written; :class:`SinkError` if it was not."""
+        left = self.producer.flush(timeout)
+        if self.refused and not left:
+            refused, self.refused = self.refused, []
+            self.send(refused)
+            left = self.producer.flush(timeout)
+        if left:
+            self.errors.append(f"{left} records still unwritten after {timeout:.0f} s")
+        if self.errors:
+            errors, self.errors = self.errors, []
+            raise SinkError("; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""))
+
+
+_SINKS: dict[tuple, KafkaSink] = {}
+
+
+def sink_for(conf: dict[str, object]) -> KafkaSink:
+    """The producer of this process for ``conf`` (made on first use)."""
+    key = tuple(sorted(conf.items()))
+    sink = _SINKS.get(key)
+    if sink is None:
+        sink = _SINKS[key] = KafkaSink(conf)
+    return sink
+
+
+def producer_conf(bootstrap_servers: str, linger_ms: float, compression: str) -> dict[str, object]:
+    """librdkafka settings of a broker's producer: every record acknowledged by all
+    in-sync replicas, idempotent (a retried send is not written twice), and records up
+    to the size a broker accepts.
+
+    >>> producer_conf("k:9092", 2, "lz4")["enable.idempotence"]
+    True
+    """
+    from broker.kafka_auth import librdkafka_options
+
+    return {"bootstrap.servers": bootstrap_servers, "linger.ms": linger_ms, "compression.type": compression,
+            "acks": "all", "enable.idempotence": True, "message.max.bytes": 16 * 1024 * 1024,
+            "queue.buffering.max.kbytes": 1024 * 1024, "delivery.report.only.error": True,
+            **librdkafka_options()}
