@@ -1,32 +1,37 @@
-"""Benchmark of the overlay running for real: the six brokers of ONYX Figure 4 as Spark
-Structured Streaming queries over a real Kafka broker, on this machine.
+"""Benchmark of the overlay running for real: the six brokers of ONYX Figure 4, one Spark
+Structured Streaming query serving them, over a real Kafka broker, on this machine.
 
-    python -m bench.overlay            # 1k and 100k profiles (about an hour on 2 cores)
-    python -m bench.overlay --quick    # 1k profiles, fewer messages (a few minutes)
+    python -m bench.overlay            # everything below (about two hours on 2 cores)
+    python -m bench.overlay --quick    # 1k profiles, fewer messages (about 15 minutes)
 
-In one run, on this machine's loopback (each overlay on a fresh Kafka broker):
+In one run, each configuration on a fresh Kafka broker of its own (topics named by the
+contract would otherwise still hold the previous configuration's profiles and messages):
 
-* **raw Kafka pass-through** (the ceiling): a producer writes the same messages to a
-  topic and a consumer reads them back — messages/s, and latency from send to receipt;
-* for each profile count, **content-based routing** and **flooding** (every broker
-  forwards every message down every link of its tree, the baseline): a fresh overlay
-  of six brokers, profiles loaded, then
-  - sustained throughput: a burst of messages published at full speed, timed from the
-    first send until every broker has drained its input (messages/s);
-  - end-to-end latency: messages published at a steady rate well below that
-    throughput; per message, from its send to its delivery to a probe profile that
-    every message matches, hosted at b6, the far end of the tree (three link hops),
-    on a delivery topic of its own (p50/p99);
-  - messages forwarded on links, and deliveries (each a copy of the message, on the
-    host's delivery topic), per message.
+* **raw Kafka** with the same client as the brokers (confluent-kafka / librdkafka): a
+  producer writes the messages, a consumer reads them back (messages/s of a burst,
+  latency at the steady rate); and the same client writing, per message, as many
+  records as the overlay writes per message at 100k profiles (``raw fan-out``: what the
+  overlay's output alone costs Kafka and one Python process);
+* the **Spark floor**: the same six brokers and query in ``floor`` mode — every message
+  forwarded down every link as it came and handed to the latency probe, nothing decoded
+  or matched — the cost of the streaming job itself;
+* **flooding** (every message down every link, matched at every broker) and
+  **content-based routing**, at 1k, 10k and 100k profiles, each with two profile mixes:
+  ``generator`` (today's generated NITF filters with one or two value predicates, on
+  generated NITF messages) and ``quotes`` (ONYX's stock-quote example: a profile asks for
+  one of 1,000 symbols above a price, so a quote matches about 0.05% of the profiles).
 
-Profiles are generated NITF filters (one or two value predicates) spread round-robin
-over the brokers. For speed the benchmark writes the profiles' query packets straight
-to the host brokers' inbound topics — the same packets the registration service sends
-— instead of 100,000 HTTP requests; the service is measured by the end-to-end tests.
-Messages are generated NITF documents. Spark's real-time mode is tried too, on a
-one-hop Kafka -> Python -> Kafka query: Spark 4.1 refuses Python code in it by an
-allowlist, which is reported; the attempt is repeated with that check off.
+Per run: sustained messages/s (a burst published at full speed, timed from the first
+send until every broker has drained its input), p50/p99 publish -> delivery at b6 (three
+link hops) at a steady 20 msg/s (a probe profile hosted at b6 that matches the marked
+steady messages), link sends and deliveries per message, bytes brokers wrote to Kafka per
+message, CPU seconds per message (every process of the run: Kafka, Spark's JVM, Python
+workers), and where a micro-batch's time goes (Spark's own stages and the brokers' per
+stage on the executors).
+
+Profiles are written as query packets straight to their host brokers' inbound topics —
+the same packets the registration service sends — spread round-robin, instead of 100,000
+HTTP requests (the service is measured by ``bench.subscribers`` and the tests).
 
 Prints a table, writes ``bench/results/overlay.json`` and a PNG plot.
 """
@@ -37,12 +42,16 @@ import argparse
 import json
 import os
 import platform
-import statistics
+import random
+import re
 import shutil
+import statistics
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from broker import topics
 from broker.cluster import LocalOverlay, OverlaySettings
@@ -54,15 +63,62 @@ from yfilter.generators import DocGenerator, ProfileGenerator, Schema
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SOURCE_TOPIC = topics.source_topic("news")  # the source of the figure4 overlay
-PROBE = ("bench-probe", "/nitf", "b6")
-"""The latency probe: a profile every message matches, hosted at the far end of the
-tree (b1 -> b2 -> b4 -> b6), delivering to a topic of its own so the clock does not
-have to read every other profile's deliveries."""
+PROBE_HOST = "b6"  # the far end of the tree: b1 -> b2 -> b4 -> b6
+PROBE_TOPIC = "bench.probe"
+BENCH_TOPIC = "bench.deliveries"
+SYMBOLS = 1000
 
 
-def _messages(n: int, seed: int) -> list[bytes]:
+@dataclass(frozen=True)
+class Mix:
+    """A workload: profiles, messages, and the probe profile matching marked messages."""
+
+    name: str
+    profiles: Callable[[int, int], list[str]]
+    messages: Callable[[int, int], list[bytes]]
+    probe: str
+    mark: Callable[[bytes], bytes]
+
+
+def _mark_root(doc: bytes) -> bytes:
+    """The document with ``probe="1"`` on its root element (what the probe matches)."""
+    return re.sub(rb"^(\s*(?:<\?[^>]*\?>\s*)?<[\w.:-]+)", rb'\1 probe="1"', doc, count=1)
+
+
+def _nitf_profiles(n: int, seed: int) -> list[str]:
+    return ProfileGenerator(Schema.nitf(), n_preds=(1, 2), p_star=0.1, p_desc=0.2, seed=seed).batch(n)
+
+
+def _nitf_messages(n: int, seed: int) -> list[bytes]:
     gen = DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=3, seed=seed)
     return [gen.generate() for _ in range(n)]
+
+
+def _quote_profiles(n: int, seed: int) -> list[str]:
+    """ONYX section 2's stock quotes: a symbol and a price (or volume) bound."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        symbol = f"S{rnd.randrange(SYMBOLS):04d}"
+        if rnd.random() < 0.7:
+            out.append(f"/quote[symbol = '{symbol}'][price >= {rnd.uniform(0, 50):.2f}]")
+        else:
+            out.append(f"/quote[symbol = '{symbol}' and volume > {rnd.randrange(0, 5000)}]")
+    return out
+
+
+def _quote_messages(n: int, seed: int) -> list[bytes]:
+    rnd = random.Random(seed)
+    return [(f'<quote exchange="{rnd.choice(["NYSE", "NASDAQ", "LSE"])}"><symbol>S{rnd.randrange(SYMBOLS):04d}'
+             f'</symbol><price>{rnd.uniform(0, 100):.2f}</price><volume>{rnd.randrange(10000)}</volume>'
+             f'<time>2026-11-26T10:{rnd.randrange(60):02d}:{rnd.randrange(60):02d}Z</time></quote>').encode()
+            for _ in range(n)]
+
+
+MIXES = {
+    "generator": Mix("generator", _nitf_profiles, _nitf_messages, "/nitf[@probe]", _mark_root),
+    "quotes": Mix("quotes", _quote_profiles, _quote_messages, "/quote[@probe]", _mark_root),
+}
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -72,100 +128,46 @@ def _pct(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def raw_kafka(bootstrap: str, burst: list[bytes], steady: list[bytes], rate: float) -> dict:
-    """Producer -> topic -> consumer, nothing in between: throughput of ``burst`` sent
-    at full speed, latency of ``steady`` sent at ``rate``."""
-    from kafka import KafkaConsumer
-
-    topic = f"bench.raw.{time.time_ns()}"
-    topics.ensure_topics(bootstrap, [topic])
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="latest",
-                             consumer_timeout_ms=200)
-    consumer.poll(1000)  # join and take the partition before anything is sent
-    out = {}
-    for docs, pace, name in ((burst, 0.0, "burst"), (steady, rate, "steady")):
-        sent: dict[str, float] = {}
-        got: dict[str, float] = {}
-        t0 = time.monotonic()
-        sender = threading.Thread(target=lambda: sent.update(_send_keyed(bootstrap, topic, docs, pace, name)))
-        sender.start()
-        deadline = time.monotonic() + 300
-        while len(got) < len(docs) and time.monotonic() < deadline:
-            for r in consumer:
-                got.setdefault(r.key.decode(), time.monotonic())
-        sender.join()
-        if name == "burst":
-            out["throughput_msg_s"] = len(got) / (max(got.values()) - t0)
-        else:
-            lat = [got[k] - sent[k] for k in got if k in sent]
-            out["latency_p50_s"], out["latency_p99_s"] = _pct(lat, 0.5), _pct(lat, 0.99)
-    consumer.close()
-    return out
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and every process below it: the Kafka
+    broker, Spark's JVM and its Python workers (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parent[int(entry)] = int(fields[1])
+        used[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    me, total = os.getpid(), 0.0
+    for pid, seconds in used.items():
+        p = pid
+        while p and p != me:
+            p = parent.get(p, 0)
+        if p == me:
+            total += seconds
+    return total
 
 
-def load_profiles(cluster: LocalOverlay, n: int, seed: int) -> float:
-    """Write ``n`` profiles' query packets to their hosts; seconds until every routing
-    table has converged."""
-    from kafka import KafkaProducer
-
-    texts = ProfileGenerator(Schema.nitf(), n_preds=(1, 2), p_star=0.1, p_desc=0.2, seed=seed).batch(n)
-    brokers = cluster.overlay.brokers
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=20)
-    t0 = time.monotonic()
-    pid, text, host = PROBE
-    key, value, headers = query_packet("add", ProfileRecord(pid, text, host, _probe_topic(cluster), 1))
-    producer.send(topics.broker_topic(host), key=key, value=value, headers=headers)
-    for i, text in enumerate(texts):
-        host = brokers[i % len(brokers)]
-        key, value, headers = query_packet("add", ProfileRecord(f"p{i}", text, host, topics.delivery_topic(host), 1))
-        producer.send(topics.broker_topic(host), key=key, value=value, headers=headers)
-    producer.flush()
-    producer.close()
-    cluster.wait_idle(timeout=7200, settle=2.0)
-    return time.monotonic() - t0
+# -- clients (the same librdkafka as the brokers) ----------------------------------------
 
 
-def _probe_topic(cluster: LocalOverlay) -> str:
-    return f"bench.probe.{cluster.settings.name}"
+def _producer(bootstrap: str):
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                     "queue.buffering.max.messages": 1_000_000, "message.max.bytes": 16 * 1024 * 1024})
 
 
-class DeliveryClock:
-    """Per message id, when the probe profile's delivery of it was seen (a consumer thread)."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        from broker.clients import TopicTail
-
-        self.reader = TopicTail(bootstrap, [topic])  # creates the topic if it is missing
-        self.first: dict[str, float] = {}
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for r in self.reader:
-                mid = dict(r.headers).get("onyx-message-id", b"").decode()
-                self.first.setdefault(mid, time.monotonic())
-
-    def wait_for(self, ids, timeout: float) -> None:
-        """Until every one of ``ids`` has been seen, or ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not all(i in self.first for i in ids) and self.thread.is_alive():
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.thread.join(5)
-        self.reader.close()
-
-
-def _send_keyed(bootstrap: str, topic: str, docs: list[bytes], rate: float, prefix: str = "m") -> dict[str, float]:
-    """Send ``docs`` to ``topic`` (at ``rate``/s, 0 = full speed), each keyed and
-    ``onyx-message-id``-ed by ``<prefix>-<i>``; returns send times by id."""
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                             max_request_size=16 * 1024 * 1024)
+def send(bootstrap: str, topic: str, docs: list[bytes], rate: float, prefix: str) -> dict[str, float]:
+    """Send ``docs`` to ``topic`` (``rate``/s; 0: full speed), each keyed and
+    ``onyx-message-id``-ed ``<prefix>-<i>``; returns send times by id."""
+    producer = _producer(bootstrap)
     sent = {}
     start = time.monotonic()
     for i, d in enumerate(docs):
@@ -173,105 +175,216 @@ def _send_keyed(bootstrap: str, topic: str, docs: list[bytes], rate: float, pref
             time.sleep(max(0.0, start + i / rate - time.monotonic()))
         mid = f"{prefix}-{i}"
         sent[mid] = time.monotonic()
-        producer.send(topic, key=mid.encode(), value=d, headers=[("onyx-message-id", mid.encode())])
+        while True:
+            try:
+                producer.produce(topic, d, mid.encode(), headers=[("onyx-message-id", mid.encode())])
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
     producer.flush()
-    producer.close()
     return sent
 
 
-def _counted(cluster: LocalOverlay) -> tuple[int, int]:
-    """Messages forwarded on links and deliveries so far, over all brokers."""
-    status = [j.status() for j in cluster.jobs.values()]
-    return sum(s["forwarded"] for s in status), sum(s["delivered"] for s in status)
+class Clock:
+    """When each message id was first seen on ``topic`` (a consumer thread)."""
+
+    def __init__(self, bootstrap: str, topic: str, copies: int = 0) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        topics.ensure_topics(bootstrap, [topic])
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        self.first: dict[str, float] = {}
+        self.records = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for msg in self.consumer.consume(500, timeout=0.05):
+                if msg.error() is None:
+                    self.records += 1
+                    mid = dict(msg.headers() or ()).get("onyx-message-id", msg.key() or b"").decode()
+                    self.first.setdefault(mid, time.monotonic())
+
+    def wait_for(self, ids, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not all(i in self.first for i in ids):
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(5)
+        self.consumer.close()
 
 
-def overlay_run(spark, profiles: int, flood: bool, burst: list[bytes],
-                steady: list[bytes], rate: float, seed: int) -> dict:
-    """One fresh overlay on a Kafka broker of its own (topics named by the contract
-    would otherwise still hold the previous run's profiles and messages, and a new
-    overlay reads them from the start): load profiles, then throughput and latency."""
-    mode = "flooding" if flood else "routing"
-    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name=f"bench-{mode}-{profiles}", flood=flood),
-                           spark=spark)
+def raw_kafka(bootstrap: str, burst: list[bytes], steady: list[bytes], rate: float) -> dict:
+    """Producer -> topic -> consumer with the brokers' client, nothing in between."""
+    topic = f"bench.raw.{time.time_ns()}"
+    clock = Clock(bootstrap, topic)
+    time.sleep(1.0)
+    cpu0, t0 = cpu_seconds(), time.monotonic()
+    sent = send(bootstrap, topic, burst, 0.0, "burst")
+    clock.wait_for(sent, 300)
+    elapsed = max(clock.first.values()) - t0
+    cpu = cpu_seconds() - cpu0
+    sent = send(bootstrap, topic, steady, rate, "steady")
+    clock.wait_for(sent, 120)
+    clock.stop()
+    lat = [clock.first[m] - t for m, t in sent.items() if m in clock.first]
+    return {"throughput_msg_s": len(burst) / elapsed, "latency_p50_s": _pct(lat, 0.5),
+            "latency_p99_s": _pct(lat, 0.99), "cpu_s_per_message": cpu / len(burst),
+            "bytes_per_message": statistics.mean(map(len, burst))}
+
+
+def raw_fanout(bootstrap: str, burst: list[bytes], copies: int) -> dict:
+    """The same client reading each message and writing ``copies`` records of it (what the
+    overlay writes per message), compressed as the brokers compress: the ceiling of the
+    overlay's output on this Kafka, for the same bytes written."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from broker import config
+    from broker.sink import producer_conf
+
+    src, dst = f"bench.fan.{time.time_ns()}", f"bench.fanout.{time.time_ns()}"
+    topics.ensure_topics(bootstrap, [src, dst])
+    send(bootstrap, src, burst, 0.0, "fan")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fan-{time.time_ns()}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(src, 0, 0)])
+    from confluent_kafka import Producer
+
+    producer = Producer(producer_conf(bootstrap, config.BROKER_LINGER_MS, config.BROKER_COMPRESSION))
+    cpu0, t0, n, written = cpu_seconds(), time.monotonic(), 0, 0
+    while n < len(burst):
+        for msg in consumer.consume(500, timeout=1.0):
+            if msg.error() is not None:
+                continue
+            n += 1
+            for i in range(copies):
+                while True:
+                    try:
+                        producer.produce(dst, msg.value(), f"p{i}".encode(), headers=msg.headers())
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                written += len(msg.value())
+            producer.poll(0)
+    producer.flush()
+    elapsed = time.monotonic() - t0
+    cpu = cpu_seconds() - cpu0
+    consumer.close()
+    return {"copies": copies, "throughput_msg_s": len(burst) / elapsed,
+            "bytes_written_per_message": written / len(burst), "cpu_s_per_message": cpu / len(burst)}
+
+
+# -- the overlay -------------------------------------------------------------------------
+
+
+def load_profiles(cluster: LocalOverlay, texts: list[str], probe: str) -> float:
+    """Write the profiles' query packets (and the probe's, at b6) to their hosts; seconds
+    until every routing table has converged."""
+    brokers = cluster.overlay.brokers
+    producer = _producer(cluster.bootstrap_servers)
+    t0 = time.monotonic()
+    records = [("probe", probe, PROBE_HOST, PROBE_TOPIC)] + [
+        (f"p{i}", text, brokers[i % len(brokers)], BENCH_TOPIC) for i, text in enumerate(texts)]
+    for pid, text, host, topic in records:
+        key, value, headers = query_packet("add", ProfileRecord(pid, text, host, topic, 1))
+        while True:
+            try:
+                producer.produce(topics.broker_topic(host), value, key, headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    producer.flush()
+    drained(cluster, timeout=7200)
+    return time.monotonic() - t0
+
+
+def drained(cluster: LocalOverlay, timeout: float, settle: float = 1.5) -> float:
+    """Wait until no broker has input left (for ``settle`` seconds); returns the time
+    (monotonic) the input first ran out."""
+    deadline = time.monotonic() + timeout
+    first_empty = None
+    while time.monotonic() < deadline:
+        cluster.job.poll()
+        if all(v == 0 for v in cluster.lag().values()):
+            first_empty = first_empty or time.monotonic()
+            if time.monotonic() - first_empty >= settle:
+                return first_empty
+        else:
+            first_empty = None
+        time.sleep(0.1)
+    raise TimeoutError(f"overlay still busy after {timeout:.0f}s: lag {cluster.lag()}")
+
+
+def _totals(cluster: LocalOverlay) -> dict[str, float]:
+    status = cluster.job.status()
+    out: dict[str, float] = {}
+    for b in status:
+        for name in ("messages", "forwarded", "delivered", "dead_letters", "bytes_written", "link_bytes"):
+            out[name] = out.get(name, 0) + b[name]
+        for stage, s in b["seconds"].items():
+            out[f"s_{stage}"] = out.get(f"s_{stage}", 0) + s
+    return out
+
+
+def _spark_stages(query, since: int) -> dict[str, float]:
+    """Median milliseconds per micro-batch of Spark's own stages, for batches after ``since``."""
+    progress = [p for p in query.recentProgress if p["batchId"] > since and p.get("numInputRows", 0)]
+    keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+    return {k: statistics.median([p["durationMs"].get(k, 0) for p in progress]) if progress else None for k in keys}
+
+
+def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], steady: list[bytes],
+                rate: float, seed: int) -> dict:
+    """One fresh overlay (and Kafka): profiles, then latency at ``rate``, then a burst."""
+    name = f"bench-{mode}-{mix.name}-{profiles}"
+    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name=name, mode=mode), spark=spark)
     cluster.start()
     kafka = cluster.kafka
     try:
-        converge_s = load_profiles(cluster, profiles, seed)
-        clock = DeliveryClock(kafka.bootstrap_servers, _probe_topic(cluster))
-        before = _counted(cluster)
-        t0 = time.monotonic()
-        _send_keyed(kafka.bootstrap_servers, SOURCE_TOPIC, burst, 0.0, f"{mode}-{profiles}-burst")
-        cluster.wait_idle(timeout=7200, settle=2.0)
-        throughput = len(burst) / max(1e-9, time.monotonic() - 2.0 - t0)  # the settle time is not work
-        forwarded, delivered = (a - b for a, b in zip(_counted(cluster), before))
-        sent = _send_keyed(kafka.bootstrap_servers, SOURCE_TOPIC, steady, rate, f"{mode}-{profiles}-steady")
-        cluster.wait_idle(timeout=7200, settle=2.0)
-        clock.wait_for(sent, timeout=60.0)
-        clock.stop()
+        texts = mix.profiles(profiles, seed) if mode != "floor" else []
+        converge_s = load_profiles(cluster, texts, mix.probe)
+        clock = Clock(kafka.bootstrap_servers, PROBE_TOPIC)
+        warm = send(kafka.bootstrap_servers, SOURCE_TOPIC, [mix.mark(d) for d in steady[:5]], 2.0, f"{name}-warm")
+        clock.wait_for(warm, 120)
+        batch0 = cluster.job.query.lastProgress["batchId"] if cluster.job.query.lastProgress else -1
+        sent = send(kafka.bootstrap_servers, SOURCE_TOPIC, [mix.mark(d) for d in steady], rate, f"{name}-steady")
+        clock.wait_for(sent, 120)
         lat = [clock.first[m] - t for m, t in sent.items() if m in clock.first]
-        return {"mode": mode, "profiles": profiles, "converge_s": converge_s,
-                "burst_messages": len(burst), "throughput_msg_s": throughput,
-                "forwarded_per_message": forwarded / len(burst),
-                "deliveries_per_message": delivered / len(burst), "steady_rate": rate,
-                "steady_messages": len(steady), "delivered_messages": len(lat),
+        stages_steady = _spark_stages(cluster.job.query, batch0)
+        drained(cluster, timeout=600)
+        before, cpu0 = _totals(cluster), cpu_seconds()
+        batch0 = cluster.job.query.lastProgress["batchId"]
+        t0 = time.monotonic()
+        send(kafka.bootstrap_servers, SOURCE_TOPIC, burst, 0.0, f"{name}-burst")
+        end = drained(cluster, timeout=7200)
+        cpu = cpu_seconds() - cpu0
+        after = _totals(cluster)
+        stages_burst = _spark_stages(cluster.job.query, batch0)
+        batches = max(1, cluster.job.query.lastProgress["batchId"] - batch0)
+        clock.stop()
+        delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        n = len(burst)
+        return {"mode": mode, "mix": mix.name, "profiles": profiles, "converge_s": converge_s,
+                "burst_messages": n, "throughput_msg_s": n / max(1e-9, end - t0),
+                "steady_rate": rate, "steady_messages": len(steady), "delivered_messages": len(lat),
                 "latency_p50_s": _pct(lat, 0.5), "latency_p99_s": _pct(lat, 0.99),
-                "latency_median_s": statistics.median(lat) if lat else None}
+                "forwarded_per_message": delta["forwarded"] / n, "deliveries_per_message": delta["delivered"] / n,
+                "records_per_message": (delta["forwarded"] + delta["delivered"]) / n,
+                "bytes_written_per_message": delta["bytes_written"] / n,
+                "cpu_s_per_message": cpu / n, "burst_batches": batches,
+                "broker_ms_per_batch": {k[2:]: 1000 * v / batches for k, v in delta.items() if k.startswith("s_")},
+                "spark_ms_per_batch_burst": stages_burst, "spark_ms_per_batch_steady": stages_steady}
     finally:
         cluster.stop()
         shutil.rmtree(kafka.dir, ignore_errors=True)  # gigabytes of deliveries at 100k profiles
-
-
-def _rtm_attempt(kafka: KafkaDevCluster, spark, docs: list[bytes], rate: float) -> dict:
-    """One real-time-mode query, Kafka -> a Python function per record -> Kafka; if it
-    starts, the latency of ``docs`` sent at ``rate`` through it."""
-    from kafka import KafkaConsumer
-    from pyspark.sql import functions as F
-
-    src = f"bench.rtm.{time.time_ns()}"
-    topics.ensure_topics(kafka.bootstrap_servers, [src, src + ".out"])
-    tag = F.udf(lambda v: (v or b"")[:64], "binary")
-    df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-          .option("subscribe", src).load().select("key", tag("value").alias("value")))
-    writer = (df.writeStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-              .option("topic", src + ".out").option("checkpointLocation", f"/tmp/onyx-rtm-{time.time_ns()}")
-              .outputMode("update"))
-    trigger = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.RealTimeTrigger.apply("5 seconds")
-    query = writer._jwrite.trigger(trigger).start()
-    try:
-        time.sleep(8)
-        error = query.exception()  # a Scala Option: this is the JVM query
-        if error.isDefined():
-            return {"started": False, "error": str(error.get().getMessage()).splitlines()[0][:400]}
-        consumer = KafkaConsumer(src + ".out", bootstrap_servers=kafka.bootstrap_servers,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=200)
-        sent = _send_keyed(kafka.bootstrap_servers, src, docs, rate)
-        got: dict[str, float] = {}
-        deadline = time.monotonic() + 120
-        while len(got) < len(docs) and time.monotonic() < deadline:
-            for r in consumer:
-                got.setdefault(r.key.decode(), time.monotonic())
-        consumer.close()
-        lat = [got[k] - t for k, t in sent.items() if k in got]
-        return {"started": True, "error": None, "delivered": len(lat), "sent": len(docs),
-                "latency_p50_s": _pct(lat, 0.5), "latency_p99_s": _pct(lat, 0.99)}
-    finally:
-        query.stop()
-
-
-def real_time_mode(kafka: KafkaDevCluster, spark, docs: list[bytes], rate: float) -> dict:
-    """Try Spark's real-time trigger (Spark 4.1, JVM API: PySpark has no ``realTime=``
-    yet) on the shape of a broker's data plane. Spark 4.1 refuses Python code in it by
-    an allowlist; the attempt is repeated with that check turned off, as Spark's error
-    suggests, to see what latency it would give."""
-    out = {"default": _rtm_attempt(kafka, spark, docs, rate)}
-    if not out["default"]["started"]:
-        key = "spark.sql.streaming.realTimeMode.allowlistCheck"
-        spark.conf.set(key, "false")
-        try:
-            out["allowlist_check_off"] = _rtm_attempt(kafka, spark, docs, rate)
-        finally:
-            spark.conf.unset(key)
-    return out
 
 
 def plot(result: dict, path: Path) -> None:
@@ -280,83 +393,122 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     runs = result["overlay"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    labels = [f"{r['mode']}\n{r['profiles']:,}" for r in runs] + ["raw Kafka"]
-    a.bar(labels, [r["throughput_msg_s"] for r in runs] + [result["raw_kafka"]["throughput_msg_s"]],
-          color=["tab:blue" if r["mode"] == "routing" else "tab:orange" for r in runs] + ["tab:gray"])
+    raw = result["raw_kafka"]
+    labels = [f"{r['mode']}\n{r['mix']}\n{r['profiles']:,}" if r["mode"] != "floor" else "Spark\nfloor"
+              for r in runs] + ["raw\nKafka"]
+    colors = {"routing": "tab:blue", "flooding": "tab:orange", "floor": "tab:green"}
+    fig, (a, b) = plt.subplots(2, 1, figsize=(max(10, len(labels) * 0.9), 8))
+    a.bar(labels, [r["throughput_msg_s"] for r in runs] + [raw["throughput_msg_s"]],
+          color=[colors[r["mode"]] for r in runs] + ["tab:gray"])
     a.set_yscale("log")
     a.set_ylabel("messages/s (burst)")
-    a.set_title("sustained throughput, six-broker overlay")
-    x = range(len(runs) + 1)
-    p50 = [r["latency_p50_s"] or 0 for r in runs] + [result["raw_kafka"]["latency_p50_s"]]
-    p99 = [r["latency_p99_s"] or 0 for r in runs] + [result["raw_kafka"]["latency_p99_s"]]
+    a.set_title("sustained throughput, six brokers in one Spark application (local[2])")
+    x = list(range(len(labels)))
+    p50 = [r["latency_p50_s"] or 0 for r in runs] + [raw["latency_p50_s"]]
+    p99 = [r["latency_p99_s"] or 0 for r in runs] + [raw["latency_p99_s"]]
     b.bar([i - 0.2 for i in x], p50, 0.4, label="p50")
     b.bar([i + 0.2 for i in x], p99, 0.4, label="p99")
-    b.set_xticks(list(x), labels)
-    b.set_yscale("log")
-    b.set_ylabel("seconds, publish to first delivery")
-    b.set_title("end-to-end latency (micro-batch)")
+    b.axhline(1.0, color="k", lw=0.6, ls="--")
+    b.set_xticks(x, labels, fontsize=7)
+    a.set_xticks(x, labels, fontsize=7)
+    b.set_ylabel("seconds, publish -> delivery at b6")
+    b.set_title("latency over three link hops at 20 msg/s")
     b.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+
+
+def _row(name: str, r: dict) -> str:
+    f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    return (f"{name:<28} {f(r['throughput_msg_s'], ',.0f'):>8} {f(r.get('latency_p50_s'), '.3f'):>7} "
+            f"{f(r.get('latency_p99_s'), '.3f'):>7} {f(r.get('forwarded_per_message'), '.2f'):>6} "
+            f"{f(r.get('deliveries_per_message'), ',.1f'):>8} {f(r.get('bytes_written_per_message'), ',.0f'):>10} "
+            f"{f(r.get('cpu_s_per_message', 0) * 1000, '.2f'):>8}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.overlay", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1k profiles, 100-message burst, 60 steady messages")
+    ap.add_argument("--quick", action="store_true", help="1k profiles, 1,000-message bursts, 100 steady messages")
     ap.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
-                    help="comma-separated profile counts (default 1000,100000)")
-    ap.add_argument("--burst", type=int, help="messages in the throughput burst (default 1000)")
-    ap.add_argument("--steady", type=int, help="messages in the latency run (default 200)")
-    ap.add_argument("--rate", type=float, default=5.0, help="messages/s of the latency run (default 5)")
+                    help="comma-separated profile counts (default 1000,10000,100000)")
+    ap.add_argument("--mixes", type=lambda s: s.split(","), default=list(MIXES),
+                    help=f"comma-separated mixes (default {','.join(MIXES)})")
+    ap.add_argument("--modes", type=lambda s: s.split(","), default=["routing", "flooding"],
+                    help="comma-separated modes besides the floor (default routing,flooding)")
+    ap.add_argument("--burst", type=int, help="messages in a throughput burst (default 5000)")
+    ap.add_argument("--steady", type=int, help="messages in a latency run (default 200)")
+    ap.add_argument("--rate", type=float, default=20.0, help="messages/s of the latency run (default 20)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULTS / "overlay.json")
     ap.add_argument("--plot", type=Path, default=RESULTS / "overlay.png")
     args = ap.parse_args(argv)
-    sizes = args.profiles or ([1000] if args.quick else [1000, 100_000])
-    n_burst = args.burst or (100 if args.quick else 1000)
-    n_steady = args.steady or (60 if args.quick else 200)
-    burst, steady = _messages(n_burst, args.seed), _messages(n_steady, args.seed + 1)
+    sizes = args.profiles or ([1000] if args.quick else [1000, 10_000, 100_000])
+    n_burst = args.burst or (1000 if args.quick else 5000)
+    n_steady = args.steady or (100 if args.quick else 200)
+    unknown = [m for m in args.mixes if m not in MIXES] + [m for m in args.modes if m not in ("routing", "flooding")]
+    if unknown:
+        ap.error(f"unknown mix or mode: {', '.join(unknown)}")
 
     from broker.spark_session import build_session
 
-    print(f"overlay benchmark: profiles {sizes}, burst {n_burst} messages, latency at {args.rate}/s "
-          f"over {n_steady} messages", flush=True)
-    with KafkaDevCluster(name="bench-overlay") as kafka:
-        print("  raw Kafka pass-through ...", end="", flush=True)
-        raw = raw_kafka(kafka.bootstrap_servers, burst, steady, args.rate)
+    print(f"overlay benchmark: profiles {sizes}, mixes {args.mixes}, modes {args.modes}, burst {n_burst}, "
+          f"latency at {args.rate}/s over {n_steady} messages", flush=True)
+    nitf_burst, nitf_steady = _nitf_messages(n_burst, args.seed), _nitf_messages(n_steady, args.seed + 1)
+    with KafkaDevCluster(name="bench-raw") as kafka:
+        print("  raw Kafka (confluent-kafka) ...", end="", flush=True)
+        raw = raw_kafka(kafka.bootstrap_servers, nitf_burst, nitf_steady, args.rate)
         print(f" {raw['throughput_msg_s']:,.0f} msg/s, p50 {raw['latency_p50_s'] * 1e3:.1f} ms", flush=True)
-        spark = build_session("onyx-bench-overlay")
-        try:
-            rtm = real_time_mode(kafka, spark, steady, args.rate)
-            for how, r in rtm.items():
-                print(f"  real-time mode ({how}): " + (f"p50 {r['latency_p50_s'] * 1e3:.0f} ms, p99 "
-                      f"{r['latency_p99_s'] * 1e3:.0f} ms over {r['delivered']}/{r['sent']} records"
-                      if r["started"] and r["delivered"] else f"refused: {r['error']}"), flush=True)
-            runs = []
-            for n in sizes:
-                for flood in (False, True):
-                    print(f"  {'flooding' if flood else 'routing':8} {n:>7,} profiles ...", end="", flush=True)
-                    r = overlay_run(spark, n, flood, burst, steady, args.rate, args.seed)
-                    runs.append(r)
-                    print(f" {r['throughput_msg_s']:,.1f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.2f} s, "
-                          f"p99 {r['latency_p99_s'] or float('nan'):.2f} s, "
-                          f"{r['forwarded_per_message']:.2f} link sends/msg, {r['deliveries_per_message']:,.0f} "
-                          f"deliveries/msg (loaded in {r['converge_s']:.0f} s)",
-                          flush=True)
-        finally:
-            spark.stop()
-    print(f"\n{'run':<20} {'msg/s':>10} {'p50 s':>8} {'p99 s':>8} {'links/msg':>10} {'deliv/msg':>10} {'load s':>8}")
-    print(f"{'raw Kafka':<20} {raw['throughput_msg_s']:>10,.0f} {raw['latency_p50_s']:>8.3f} "
-          f"{raw['latency_p99_s']:>8.3f} {'':>10} {'':>10} {'':>8}")
+    spark = build_session("onyx-bench-overlay")
+    runs = []
+    try:
+        plan = [("floor", MIXES["generator"], 0)]
+        plan += [("route" if mode == "routing" else "flood", MIXES[m], n)
+                 for m in args.mixes for n in sizes for mode in args.modes]
+        for mode, mix, n in plan:
+            label = {"route": "routing", "flood": "flooding", "floor": "floor"}[mode]
+            print(f"  {label:8} {mix.name:9} {n:>7,} profiles ...", end="", flush=True)
+            burst, steady = mix.messages(n_burst, args.seed), mix.messages(n_steady, args.seed + 1)
+            r = overlay_run(spark, mode, mix, n, burst, steady, args.rate, args.seed)
+            r["mode"] = label
+            runs.append(r)
+            print(f" {r['throughput_msg_s']:,.0f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.2f} s, "
+                  f"p99 {r['latency_p99_s'] or float('nan'):.2f} s, {r['forwarded_per_message']:.2f} links/msg, "
+                  f"{r['deliveries_per_message']:,.1f} deliveries/msg, {r['cpu_s_per_message'] * 1e3:.2f} ms CPU/msg "
+                  f"(loaded in {r['converge_s']:.0f} s)", flush=True)
+    finally:
+        spark.stop()
+    fanout = None
+    heavy = [r for r in runs if r["mode"] == "routing" and r["mix"] == "generator"]
+    if heavy:
+        top = max(heavy, key=lambda r: r["profiles"])
+        copies = max(1, round(top["records_per_message"]))
+        with KafkaDevCluster(name="bench-fanout") as kafka:
+            print(f"  raw fan-out ({copies} records per message, as routing at {top['profiles']:,}) ...",
+                  end="", flush=True)
+            fanout = raw_fanout(kafka.bootstrap_servers, nitf_burst[:max(200, n_burst // max(1, copies // 10))],
+                                copies)
+            fanout["profiles"] = top["profiles"]
+            print(f" {fanout['throughput_msg_s']:,.1f} msg/s", flush=True)
+    print(f"\n{'run':<28} {'msg/s':>8} {'p50 s':>7} {'p99 s':>7} {'links':>6} {'deliv':>8} {'bytes/msg':>10} "
+          f"{'CPU ms':>8}")
+    print(_row("raw Kafka", raw))
+    if fanout:
+        print(_row(f"raw fan-out x{fanout['copies']}", fanout))
     for r in runs:
-        print(f"{r['mode'] + ' ' + format(r['profiles'], ','):<20} {r['throughput_msg_s']:>10,.1f} "
-              f"{r['latency_p50_s'] or float('nan'):>8.3f} {r['latency_p99_s'] or float('nan'):>8.3f} "
-              f"{r['forwarded_per_message']:>10.2f} {r['deliveries_per_message']:>10,.0f} {r['converge_s']:>8.0f}")
+        name = "Spark floor" if r["mode"] == "floor" else f"{r['mode']} {r['mix']} {r['profiles']:,}"
+        print(_row(name, r))
+    floor = next(r for r in runs if r["mode"] == "floor")
     result = {"argv": sys.argv[1:] if argv is None else argv,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-              "raw_kafka": raw, "real_time_mode": rtm, "overlay": runs}
+              "raw_kafka": raw, "raw_fanout": fanout, "overlay": runs,
+              "ratios": {f"{r['mode']}-{r['mix']}-{r['profiles']}": {
+                  "p50_vs_floor": (r["latency_p50_s"] or 0) / floor["latency_p50_s"],
+                  "throughput_vs_raw": r["throughput_msg_s"] / raw["throughput_msg_s"]}
+                  for r in runs if r["mode"] != "floor"}}
+    if fanout:
+        result["ratios"]["routing-generator-top_vs_fanout"] = heavy and max(
+            heavy, key=lambda r: r["profiles"])["throughput_msg_s"] / fanout["throughput_msg_s"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     plot(result, args.plot)

@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from broker import topics
 from broker.kafka_auth import client_options
@@ -76,27 +76,50 @@ def messages_from(paths: list[Path], generate: int = 0, seed: int = 1) -> Iterat
 
 def publish(bootstrap: str, topic: str, messages: list[tuple[str, bytes]], rate: float = 0.0,
             progress: bool = True) -> list[str]:
-    """Send ``messages`` to ``topic`` (at most ``rate`` per second if given); returns the
-    message ids, in order."""
-    from kafka import KafkaProducer
+    """Send ``messages`` to ``topic`` (at most ``rate`` per second if given), each keyed by
+    its name and with a fresh ``onyx-message-id``; returns the message ids, in order.
+    librdkafka's producer (confluent-kafka), so that a publisher keeps up with the overlay."""
+    from confluent_kafka import Producer
     from tqdm import tqdm
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                             max_request_size=16 * 1024 * 1024, **client_options())
+    from broker.kafka_auth import librdkafka_options
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.max.bytes": 16 * 1024 * 1024, **librdkafka_options()})
+    failed: list[str] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            failed.append(str(err))
+
     ids = []
     start = time.monotonic()
-    try:
-        for i, (name, payload) in enumerate(tqdm(messages, desc=f"publishing to {topic}", unit="msg",
-                                                 disable=not progress)):
-            if rate > 0:
-                time.sleep(max(0.0, start + i / rate - time.monotonic()))
-            mid = uuid.uuid4().hex
-            producer.send(topic, key=name.encode(), value=payload, headers=[("onyx-message-id", mid.encode())])
-            ids.append(mid)
-        producer.flush()
-    finally:
-        producer.close()
+    for i, (name, payload) in enumerate(tqdm(messages, desc=f"publishing to {topic}", unit="msg",
+                                             disable=not progress)):
+        if rate > 0:
+            time.sleep(max(0.0, start + i / rate - time.monotonic()))
+        mid = uuid.uuid4().hex
+        while True:
+            try:
+                producer.produce(topic, payload, name.encode(), headers=[("onyx-message-id", mid.encode())],
+                                 on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: let some go first
+                producer.poll(0.05)
+        producer.poll(0)
+        ids.append(mid)
+    if producer.flush(60) or failed:
+        raise ApiError(f"could not publish to {topic}: {failed[0] if failed else 'Kafka did not acknowledge in 60 s'}")
     return ids
+
+
+class Record(NamedTuple):
+    """One record read by :class:`TopicTail`."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
 
 
 class TopicTail:
@@ -105,22 +128,28 @@ class TopicTail:
     ``from_start``, from their first record (a topic created for this reader)."""
 
     def __init__(self, bootstrap: str, names: list[str], from_start: bool = False) -> None:
-        from kafka import KafkaConsumer, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        from broker.kafka_auth import librdkafka_options
 
         topics.ensure_topics(bootstrap, names)
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                      consumer_timeout_ms=500, **client_options())
-        parts = [TopicPartition(t, p) for t in names for p in sorted(self.consumer.partitions_for_topic(t) or {0})]
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"onyx-tail-{uuid.uuid4().hex}",
+                                  "enable.auto.commit": False, **librdkafka_options()})
+        meta = self.consumer.list_topics(timeout=30).topics
+        parts = [TopicPartition(t, p) for t in names for p in sorted(meta[t].partitions if t in meta else {0})]
+        for tp in parts:
+            tp.offset = OFFSET_BEGINNING if from_start else \
+                self.consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1]
         self.consumer.assign(parts)
-        if from_start:
-            self.consumer.seek_to_beginning(*parts)
-        else:
-            for tp, offset in self.consumer.end_offsets(parts).items():
-                self.consumer.seek(tp, offset)
 
     def __iter__(self):
         """Records that arrived since the last call (stops after half a second of quiet)."""
-        return iter(self.consumer)
+        while True:
+            batch = [m for m in self.consumer.consume(500, timeout=0.5) if m.error() is None]
+            if not batch:
+                return
+            for m in batch:
+                yield Record(m.topic(), m.key(), m.value(), list(m.headers() or ()))
 
     def close(self) -> None:
         self.consumer.close()

@@ -163,14 +163,18 @@ class _Task:
             self.times.setdefault(broker, Counter())["sync"] += time.perf_counter() - t
         return copy.plan
 
-    def write(self, broker: str, rows: list) -> None:
+    def write(self, broker: str, rows: list, control: bool = False) -> None:
+        """Send a broker's output rows; ``control``: rows a control packet caused (routing
+        deltas, catalog packets), counted apart from forwarded messages."""
         if not rows:
             return
         t = time.perf_counter()
         counts = self.counts[broker]
         for topic, _, value, _ in rows:
             size = len(value or b"")
-            if topic.startswith(topics.BROKER_PREFIX):
+            if control and topic != topics.DEAD_LETTER:
+                counts["control_sent"] += 1
+            elif topic.startswith(topics.BROKER_PREFIX):
                 counts["forwarded"] += 1
                 counts["link_bytes"] += size
             elif topic == topics.DEAD_LETTER:
@@ -217,7 +221,7 @@ class _Task:
         rows = plan.control(packet.flow, packet.key, packet.value, packet.headers, packet.topic,
                             packet.coordinates)
         self.times[broker]["control"] += time.perf_counter() - t
-        self.write(broker, rows)
+        self.write(broker, rows, control=True)
         self.applied.append((broker, packet))
         self.owner.clear()  # a catalog packet may have made a broker a source's root
 

@@ -73,7 +73,7 @@ class BrokerSettings:
         return PlanSettings(self.link_format, broker == self.overlay.brokers[0], self.limits, self.mode)
 
 
-COUNTERS = ("messages", "forwarded", "delivered", "dead_letters", "control_packets",
+COUNTERS = ("messages", "forwarded", "delivered", "dead_letters", "control_packets", "control_sent",
             "link_bytes", "delivered_bytes", "bytes_written")
 """What each broker counts (summed over the tasks' reports)."""
 
