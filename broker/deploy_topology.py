@@ -24,7 +24,7 @@ already safe and otherwise the lowercased id with a short hash appended, so that
 >>> [b.id for b in plan.brokers]
 ['b1', 'b2', 'b3', 'b4', 'b5', 'b6']
 >>> plan.broker("b4").writes
-('onyx.broker.b2', 'onyx.broker.b5', 'onyx.broker.b6', 'onyx.deliver.b4', 'onyx.dead-letter')
+('onyx.broker.b2', 'onyx.broker.b5', 'onyx.broker.b6', 'onyx.state.b4', 'onyx.deliver.b4', 'onyx.dead-letter')
 >>> [(t.kind, t.key) for t in plan.topics][:3]
 [('source', 'src-news'), ('broker', 'broker-b1'), ('broker', 'broker-b2')]
 >>> [r.name for r in access(builtin("figure4")).brokers_never_write]
@@ -42,7 +42,7 @@ from routing.overlay import Overlay
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 
-TOPIC_KINDS = ("source", "broker", "delivery", "deadLetter", "catalog", "profiles")
+TOPIC_KINDS = ("source", "broker", "state", "delivery", "deadLetter", "catalog", "profiles")
 """Kinds of topics; each is a key under ``topics`` in the chart's values (partitions, retention, compaction)."""
 
 
@@ -132,9 +132,11 @@ def _neighbours_in_trees(overlay: Overlay, broker: str) -> list[str]:
 def broker_plan(overlay: Overlay, broker: str) -> BrokerPlan:
     """The topics ``broker`` reads and writes in ``overlay``."""
     rooted = sorted(s for s, root in overlay.sources.items() if root == broker)
-    reads = (topics.broker_topic(broker), *map(topics.source_topic, rooted), topics.CATALOG, topics.PROFILES)
+    reads = (topics.broker_topic(broker), *map(topics.source_topic, rooted), topics.state_topic(broker),
+             topics.CATALOG, topics.PROFILES)
     writes = (
         *(topics.broker_topic(n) for n in _neighbours_in_trees(overlay, broker)),
+        topics.state_topic(broker),
         topics.delivery_topic(broker),
         topics.DEAD_LETTER,
     )
@@ -145,6 +147,7 @@ def topology(overlay: Overlay) -> Topology:
     """Brokers with their reads/writes, and every topic any of them (or a publisher) uses."""
     needed = [Topic(topics.source_topic(s), "source", f"src-{k8s_key(s)}") for s in sorted(overlay.sources)]
     needed += [Topic(topics.broker_topic(b), "broker", f"broker-{k8s_key(b)}") for b in overlay.brokers]
+    needed += [Topic(topics.state_topic(b), "state", f"state-{k8s_key(b)}") for b in overlay.brokers]
     needed += [Topic(topics.delivery_topic(b), "delivery", f"deliver-{k8s_key(b)}") for b in overlay.brokers]
     needed += [
         Topic(topics.DEAD_LETTER, "deadLetter", "dead-letter"),

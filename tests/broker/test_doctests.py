@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 MODULES = ["broker.topics", "broker.store", "broker.subscribers", "broker.topic_admin", "broker.kafka_auth",
-           "broker.control_packets", "broker.deploy_topology"]
+           "broker.control_packets", "broker.deploy_topology", "broker.state", "broker.plan", "broker.state_log",
+           "broker.sink", "broker.spark_daemon"]
 
 
 @pytest.mark.parametrize("name", MODULES)

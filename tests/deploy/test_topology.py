@@ -18,10 +18,11 @@ def test_docstring_examples(module):
 
 def expected_reads_writes(overlay: Overlay, broker: str) -> tuple[set[str], set[str]]:
     """The oracle, straight from the design: inbound + rooted sources + catalog/profiles in;
-    children and parents in every broadcast tree, own delivery topic and dead letter out."""
-    reads = {topics.broker_topic(broker), topics.CATALOG, topics.PROFILES}
+    children and parents in every broadcast tree, own delivery topic and dead letter out;
+    its own state log both ways."""
+    reads = {topics.broker_topic(broker), topics.state_topic(broker), topics.CATALOG, topics.PROFILES}
     reads |= {topics.source_topic(s) for s, root in overlay.sources.items() if root == broker}
-    writes = {topics.delivery_topic(broker), topics.DEAD_LETTER}
+    writes = {topics.delivery_topic(broker), topics.DEAD_LETTER, topics.state_topic(broker)}
     for root in overlay.roots:
         tree = overlay.tree(root)
         writes |= {topics.broker_topic(c) for c in tree.children[broker]}
