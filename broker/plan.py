@@ -238,8 +238,10 @@ class Plan:
         if inbound.message is None:  # floor: every local profile, nothing evaluated
             results = {pid: [inbound.payload] for pid in self.delivery}
         else:
+            # A filter delivers the message itself: as published, when it came as text.
+            xml = inbound.payload if inbound.header.format == "text" else None
             try:
-                results = self.engine.run(inbound.message)
+                results = self.engine.run(inbound.message, xml=xml)
             except MessageError as exc:
                 return [dead_letter(str(exc), *inbound.record)]
             except Exception as exc:  # a bug must not stop the broker: the message is kept, with why

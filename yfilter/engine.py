@@ -298,16 +298,16 @@ class Engine:
         whose for/where has a binding. Raises :class:`MessageError`."""
         return self.evaluate(message, session).ids()
 
-    def run(self, message: MessageLike, session: Session | None = None
+    def run(self, message: MessageLike, session: Session | None = None, xml: bytes | None = None
             ) -> dict[str, list[bytes]]:
         """Results per matching profile id: for a filter, the message itself (as XML
-        text); for a transformation profile, one document per binding of its for
-        variable that satisfies where, in document order."""
+        text: ``xml`` when the caller has it, e.g. the bytes a decoded message was read
+        from, else serialized once); for a transformation profile, one document per
+        binding of its for variable that satisfies where, in document order."""
         matched = self.match(message, session)
         if not matched:
             return {}
         out: dict[str, list[bytes]] = {}
-        xml = None
         for pid in matched:
             t = self._transforms.get(pid)
             if t is not None:
