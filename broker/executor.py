@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -96,11 +97,12 @@ class Copies:
         self.copies: dict[str, Copy] = {}
         self.reader: LogReader | None = None
 
-    def log_ends(self) -> dict[str, int]:
-        """Where every broker's state log ends now (one request; once per task)."""
+    def ask_log_ends(self) -> Future:
+        """Where every broker's state log ends now: one request, once per task, sent as
+        the task starts so that it overlaps the task's wait for its first records."""
         if self.reader is None:
             self.reader = LogReader(self.spec.consumer)
-        return self.reader.ends(list(self.spec.brokers))
+        return _ASKER.submit(self.reader.ends, list(self.spec.brokers))
 
     def get(self, broker: str, end: int) -> Copy:
         """The copy of ``broker``, caught up with its state log up to ``end``."""
@@ -123,6 +125,9 @@ def _overlay_copy(overlay: Overlay) -> Overlay:
     return copy.deepcopy(overlay)  # a broker's state changes its overlay's sources
 
 
+_ASKER = ThreadPoolExecutor(1, thread_name_prefix="onyx-state-log")
+"""Asks Kafka where the state logs end while the task waits for its records."""
+
 _JOBS: dict[str, Copies] = {}
 """Copies per job in this worker process; the newest few jobs are kept."""
 
@@ -140,9 +145,9 @@ def copies_of(spec: TaskSpec) -> Copies:
 class _Task:
     """One task's pass over its records (see module docstring)."""
 
-    def __init__(self, spec: TaskSpec) -> None:
+    def __init__(self, spec: TaskSpec, copies: Copies | None = None) -> None:
         self.spec = spec
-        self.copies = copies_of(spec)
+        self.copies = copies or copies_of(spec)
         self.sink: KafkaSink = sink_for(spec.producer)
         self.used: dict[str, Copy] = {}
         self.counts: dict[str, Counter] = {}
@@ -150,15 +155,13 @@ class _Task:
         self.applied: list[tuple[str, Packet]] = []
         self.waiting: list[tuple[str, Plan, Inbound]] = []  # routed, not yet matched locally
         self.owner: dict[str, str | None] = {}
-        self.log_ends: dict[str, int] | None = None
+        self.log_ends = self.copies.ask_log_ends()
 
     def plan(self, broker: str) -> Plan:
         copy = self.used.get(broker)
         if copy is None:
             t = time.perf_counter()
-            if self.log_ends is None:
-                self.log_ends = self.copies.log_ends()
-            copy = self.used[broker] = self.copies.get(broker, self.log_ends[broker])
+            copy = self.used[broker] = self.copies.get(broker, self.log_ends.result()[broker])
             self.counts.setdefault(broker, Counter())
             self.times.setdefault(broker, Counter())["sync"] += time.perf_counter() - t
         return copy.plan

@@ -87,8 +87,7 @@ def _profile(op, version, text="/nitf/head/title"):
 
 
 def _run(worker, records):
-    task = _Task(worker.spec)
-    task.copies = worker
+    task = _Task(worker.spec, worker)
     list(task.run([_batch(records)]))
     return task
 
