@@ -97,9 +97,11 @@ BROKER_MAX_OFFSETS = int(os.environ.get("ONYX_BROKER_MAX_OFFSETS", "20000"))
 so one batch after a backlog does not hold up the others for long."""
 
 BROKER_FETCH_WAIT_MS = int(os.environ.get("ONYX_BROKER_FETCH_WAIT_MS", "0"))
-"""``fetch.max.wait.ms`` of the executors' Kafka consumers (ONYX_BROKER_FETCH_WAIT_MS). At
-Kafka's default (500 ms) a fetch left waiting at the end of a partition delays the next
-batch by up to that much: measured 0.7 s instead of 2.4 s p50 over three hops."""
+"""``fetch.max.wait.ms`` of the executors' Kafka consumers (ONYX_BROKER_FETCH_WAIT_MS). A
+task's records are known to be there, but a fetch the consumer left waiting at the end of
+a partition delays the next task's first records by up to this long (Kafka's default,
+500 ms: 2.4 s p50 over three hops instead of 0.7 s in a forwarding query; 50 ms: tasks
+waited 70-240 ms for their first records, 0: 0-40 ms)."""
 
 BROKER_LINGER_MS = float(os.environ.get("ONYX_BROKER_LINGER_MS", "2"))
 """``linger.ms`` of the brokers' Kafka producer (ONYX_BROKER_LINGER_MS): how long output

@@ -24,6 +24,7 @@ it, so nothing but Kafka has to survive a crash.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from typing import Any, Callable, Iterator, NamedTuple
@@ -165,12 +166,16 @@ class Follower:
         return self
 
     def catch_up(self) -> None:
+        grown = False
         for broker, end in self.reader.ends(list(self.position)).items():
             at = self.position[broker]
             for packet in self.reader.read(broker, at, end):
                 with self.lock:
                     self.apply(broker, packet)
+                grown = True
             self.position[broker] = max(at, end)
+        if grown:  # the states' objects need no more garbage collection passes (see broker.executor)
+            gc.freeze()
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
