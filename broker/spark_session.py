@@ -81,6 +81,7 @@ def build_session(
         # PySpark's daemon re-reads pyspark.zip's directory before every task (0.1-1 s
         # a task here); ours does not (see broker/spark_daemon.py).
         "spark.python.daemon.module": "broker.spark_daemon",
+        "spark.sql.streaming.pollingDelay": f"{config.BROKER_POLL_MS}ms",
     }
     settings.update(conf or {})
     builder = SparkSession.builder
