@@ -332,9 +332,11 @@ class Message:
             if a:
                 for k, v in a.items():
                     if k not in names:
-                        if k.startswith(_XML_NS):
+                        if k.startswith(_XML_NS):  # xml:lang, xml:space: the prefix is always bound
+                            if not _name_ok(k[len(_XML_NS):]):
+                                return None
                             k = "xml:" + k[len(_XML_NS):]
-                        if not _name_ok(k):
+                        elif not _name_ok(k):
                             return None
                     head += f' {k}="{_escape_attr(v)}"'
             if ends[i] == i + 1 and not texts[i]:

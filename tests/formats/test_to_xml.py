@@ -8,6 +8,7 @@ from formats.message import Message
 from yfilter.generators import DocGenerator, Schema
 
 NAMES = st.sampled_from(["a", "b", "c-d", "e.f", "g_h", "\u00e9t\u00e9"])
+ATTRS = st.sampled_from(["a", "b", "c-d", "{http://www.w3.org/XML/1998/namespace}lang"])
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
 
 
@@ -22,7 +23,7 @@ def messages(draw):
     depths = [1] + [0] * (n - 1)
     for i in range(1, n):
         depths[i] = draw(st.integers(2, depths[i - 1] + 1))
-    attrs = [draw(st.dictionaries(NAMES, TEXT, max_size=3)) for _ in range(n)]
+    attrs = [draw(st.dictionaries(ATTRS, TEXT, max_size=3)) for _ in range(n)]
     texts = [draw(TEXT) for _ in range(n)]
     tails = [""] + [draw(TEXT) for _ in range(n - 1)]
     tags = [draw(NAMES) for _ in range(n)]
@@ -59,4 +60,4 @@ def test_corpus_and_generated_messages_serialize_as_lxml_does(corpus_files):
         m = Message.from_xml(doc)
         fast += m._fast_xml() is not None
         assert m.to_xml() == _lxml(m), doc[:80]
-    assert fast > len(docs) // 2  # most messages have no namespace declarations
+    assert fast > len(docs) * 0.75  # most messages declare no namespace (xml:lang needs none)
