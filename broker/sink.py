@@ -35,7 +35,9 @@ class KafkaSink:
 
         self.errors: list[str] = []
         self.refused: list[Row] = []  # dead letters for records Kafka will never take
-        self.producer = Producer({**conf, "error_cb": self._error})
+        # One delivery callback for the producer, not one per record (only failures call it:
+        # delivery.report.only.error).
+        self.producer = Producer({**conf, "error_cb": self._error, "on_delivery": self._delivered})
         self.records = 0
         self.bytes = 0
 
@@ -54,11 +56,11 @@ class KafkaSink:
 
     def send(self, rows: Iterable[Row]) -> None:
         """Queue rows for writing (the producer sends them in the background)."""
-        produce, delivered = self.producer.produce, self._delivered
+        produce = self.producer.produce
         for topic, key, value, headers in rows:
             while True:
                 try:
-                    produce(topic, value, key, headers=headers, on_delivery=delivered)
+                    produce(topic, value, key, headers=headers)
                     break
                 except BufferError:  # the local queue is full: let librdkafka send some first
                     self.producer.poll(0.05)

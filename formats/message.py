@@ -248,11 +248,14 @@ class Message:
     def from_xml(cls, data: bytes | str) -> "Message":
         """Parse XML text into a message; raises :class:`FormatError` if it is
         malformed, too large, too deep, or uses entity references."""
-        return cls.from_element(parse_xml(data))
+        # Text without "xmlns" declares no namespace: no element needs its nsmap read.
+        declares = b"xmlns" in data if isinstance(data, (bytes, bytearray)) else "xmlns" in data
+        return cls.from_element(parse_xml(data), namespaces=declares)
 
     @classmethod
-    def from_element(cls, root: etree._Element) -> "Message":
-        """Build a message from a parsed lxml element (comments and PIs dropped)."""
+    def from_element(cls, root: etree._Element, namespaces: bool = True) -> "Message":
+        """Build a message from a parsed lxml element (comments and PIs dropped);
+        ``namespaces=False`` when the document is known to declare none."""
         tags: list[str] = []
         depths: list[int] = []
         attrs: list[dict[str, str]] = []
@@ -280,23 +283,26 @@ class Message:
             index[node] = i
             parent_el = node.getparent()
             if parent_el is None:
-                p, depth, parent_ns = -1, 1, {}
+                p, depth = -1, 1
             else:
                 p = index[parent_el]
                 depth = depths[p] + 1
-                parent_ns = parent_el.nsmap
                 if depth > MAX_DEPTH:
                     raise FormatError(f"element nesting deeper than the limit of {MAX_DEPTH}")
             tags.append(tag)
             depths.append(depth)
-            attrib = node.attrib
-            attrs.append(dict(attrib) if attrib else {})
+            items = node.items()  # much cheaper than the .attrib proxy
+            attrs.append(dict(items) if items else {})
             text = node.text
             texts.append(text if text else "")
             tails.append(node.tail or "" if p >= 0 else "")
             parents.append(p)
-            ns = node.nsmap
-            nsmaps.append({k: u for k, u in ns.items() if parent_ns.get(k) != u} if ns else {})
+            if namespaces:
+                ns = node.nsmap
+                parent_ns = parent_el.nsmap if parent_el is not None else {}
+                nsmaps.append({k: u for k, u in ns.items() if parent_ns.get(k) != u} if ns else {})
+            else:
+                nsmaps.append({})
         ends = [i + 1 for i in range(len(tags))]
         for i in range(len(tags) - 1, 0, -1):
             p = parents[i]
