@@ -18,6 +18,7 @@ strategies of XXL's ``VariableLengthBPlusTree``):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from bisect import bisect_left, bisect_right
 from itertools import accumulate
 
 from archive.errors import ParameterError
@@ -62,13 +63,18 @@ def partition(sizes: Sequence[int], lo: float, hi: float, strategy: str = "simpl
         left = n - k                      # pieces still to come after this cut
         ideal = pre[start] + (total - pre[start]) / (left + 1)
         last = len(sizes) - left          # leave at least one entry per later piece
-        span = range(start + 1, last + 1)
-        ok = [p for p in span if lo <= pre[p] - pre[start] <= hi and left * lo <= total - pre[p] <= left * hi]
-        cands = ok or list(span)
-        if strategy == "simple" or sep_len is None or not ok:
+        # Only cuts whose piece is within [lo, hi] qualify: a window of the prefix sums.
+        a = max(start + 1, bisect_left(pre, pre[start] + lo))
+        b = min(last, bisect_right(pre, pre[start] + hi) - 1)
+        ok = [p for p in range(a, b + 1) if left * lo <= total - pre[p] <= left * hi]
+        if not ok:
+            near = min(max(bisect_left(pre, ideal), start + 1), last)
+            cands = [p for p in (near - 1, near, near + 1) if start < p <= last]
             p = min(cands, key=lambda q: abs(pre[q] - ideal))
+        elif strategy == "simple" or sep_len is None:
+            p = min(ok, key=lambda q: abs(pre[q] - ideal))
         else:
-            p = min(cands, key=lambda q: (sep_len(q), abs(pre[q] - ideal)))
+            p = min(ok, key=lambda q: (sep_len(q), abs(pre[q] - ideal)))
         cuts.append(p)
         start = p
     return cuts
