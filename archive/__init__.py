@@ -7,6 +7,10 @@ library: it never imports Spark or Kafka (the archive writer, ``archive.writer``
 Spark edge).
 """
 
+from archive.bptree import BPlusTree
 from archive.errors import ArchiveError
+from archive.mvbt import MVBT
+from archive.pages import PageStore
+from archive.ritree import RITree
 
-__all__ = ["ArchiveError"]
+__all__ = ["MVBT", "RITree", "BPlusTree", "PageStore", "ArchiveError"]

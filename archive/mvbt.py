@@ -81,7 +81,7 @@ class MVBT:
         # Predecessor records share the page with the live entries: two of them fit in
         # the room the strong upper bound leaves (capacity - (1 - e d) capacity).
         self.pred_budget = int((self.cond.capacity - self.cond.strong_hi) / 2)
-        if self.max_entry < 24 or self.pred_budget < 32:
+        if self.max_entry < 24 or self.pred_budget < 27:   # room for two open-range records
             raise ArchiveError(f"{self.store.page_size}-byte pages are too small for d = {d}, e = {e}")
         meta = self.store.meta.get(name)
         if meta is None:

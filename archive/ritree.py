@@ -164,10 +164,9 @@ class TreeBackend:
         self.meta["max_upper"] = max(self.meta["max_upper"], upper)
 
     def remove(self, node: int, lower: int, upper: int, raw: bytes) -> None:
-        try:
-            self.lower.delete((node, lower, raw))
-        except KeyStateError:
-            raise KeyStateError(f"interval [{lower - 1}, {upper}) of {decode_id(raw)!r} is not stored") from None
+        if self.upper.get((node, upper, raw)) is None or self.lower.get((node, lower, raw)) is None:
+            raise KeyStateError(f"interval [{lower - 1}, {upper}) of {decode_id(raw)!r} is not stored")
+        self.lower.delete((node, lower, raw))
         self.upper.delete((node, upper, raw))
 
     def open_add(self, lo: int, raw: bytes) -> None:

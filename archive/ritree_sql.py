@@ -64,13 +64,13 @@ class SqlBackend:
             raise KeyStateError(f"interval [{lower - 1}, {upper}) of this id is already stored") from None
 
     def remove(self, node: int, lower: int, upper: int, raw: bytes) -> None:
-        with self.engine.begin() as con:
+        with self.engine.begin() as con:   # both rows or neither: a failure rolls back
             gone = con.execute(delete(self.lower).where(self.lower.c.node == node, self.lower.c.bound == lower,
                                                         self.lower.c.id == raw)).rowcount
-            if not gone:
+            gone += con.execute(delete(self.upper).where(self.upper.c.node == node, self.upper.c.bound == upper,
+                                                         self.upper.c.id == raw)).rowcount
+            if gone != 2:
                 raise KeyStateError(f"interval [{lower - 1}, {upper}) is not stored")
-            con.execute(delete(self.upper).where(self.upper.c.node == node, self.upper.c.bound == upper,
-                                                 self.upper.c.id == raw))
 
     def open_add(self, lo: int, raw: bytes) -> None:
         try:
