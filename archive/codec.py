@@ -12,6 +12,8 @@ True
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import msgpack
 
 from archive.errors import StorageError
@@ -43,9 +45,10 @@ def packed_len(obj) -> int:
     return len(msgpack.packb(obj, use_bin_type=True))
 
 
+@lru_cache(maxsize=1 << 17)
 def size_of(key: tuple, item, versions: int = 0) -> int:
     """Bytes one entry ``[key, item, ...]`` is counted as: its packing plus
-    ``versions`` fixed-size version fields."""
+    ``versions`` fixed-size version fields (memoized: sizes are asked for often)."""
     return packed_len((key, item)) + versions * VERSION_BYTES + 1
 
 

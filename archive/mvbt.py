@@ -486,7 +486,9 @@ class MVBT:
             pid, leaf = path[-1][0], path[-1][1]
             self.meta["live"] += len(batch)
             added = sum(_leaf_size(e) for e in batch)
-            if leaf.size + added <= self.cond.capacity:
+            fresh = path[-1][4] == version
+            if leaf.size + added <= self.cond.capacity and \
+                    not (fresh and self._live_weight(leaf) + added > self.cond.strong_hi):
                 for e in batch:
                     insort(leaf.entries, e, key=_order)
                 leaf.size += added
@@ -629,16 +631,21 @@ class MVBT:
     # -- invariants ---------------------------------------------------------------------
 
     def check_paths(self, keys: Iterable[tuple], version: int) -> None:
-        """Invariants along the live paths to ``keys`` after a change at ``version``:
-        sizes within the page, live entries partitioning each node's range, the weak
-        version condition for every live non-root node on or beside the path, the strong
-        one for those the change created, a live index root with two live children."""
+        """Invariants where a change at ``version`` can have broken them, along the live
+        paths to ``keys``: every node on a path within its page and sorted; the live
+        entries of each partitioning its range; the weak version condition for every
+        live non-root node on or beside a path; the strong one for the nodes the change
+        created; a live index root with at least two live children."""
+        done: set[int] = set()
         for key in keys:
             path = self._live_path(key)
             root = path[0][1]
             if root.level > 0:
                 assert sum(1 for e in root.entries if e[2] is None) >= 2, "live root has one live child"
-            for depth, (pid, node, lo, hi, start) in enumerate(path):
+            for pid, node, lo, hi, start in path:
+                if pid in done:
+                    continue
+                done.add(pid)
                 self._check_node(pid, node)
                 if node.level == 0:
                     continue
@@ -650,12 +657,10 @@ class MVBT:
                     assert child.level == node.level - 1, f"page {e[3]}: level {child.level} under {node.level}"
                     w = self._live_weight(child)
                     assert w >= self.cond.weak, f"page {e[3]}: weak version underflow ({w} < {self.cond.weak:.0f})"
-                    if e[1] == version and not self._range_change:
+                    if e[1] == version:
                         assert self.cond.strong_lo <= w <= self.cond.strong_hi, \
                             f"page {e[3]}: strong version condition broken ({w})"
-                    self._check_node(e[3], child)
-
-    _range_change = False
+                        self._check_node(e[3], child)
 
     def _check_node(self, pid: int, node: Node) -> None:
         size = node.size
