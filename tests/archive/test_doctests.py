@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["archive.keys", "archive.codec", "archive.pages", "archive.split", "archive.bptree",
+MODULES = ["archive.keys", "archive.codec", "archive.pages", "archive.split", "archive.bptree", "archive.blobs",
+           "archive.triples", "archive.partition", "archive.replay", "archive.profiles", "archive.directory",
            "archive.conditions", "archive.mvbt", "archive.ritree", "archive.ritree_sql", "archive.intervals"]
 
 
