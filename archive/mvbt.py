@@ -86,7 +86,7 @@ class MVBT:
         meta = self.store.meta.get(name)
         if meta is None:
             meta = self.store.meta[name] = {
-                "root": self.store.allocate(Node(0)), "level": 0, "root_start": FIRST_VERSION,
+                "root": self.store.allocate(Node(0)), "level": 0, "root_born": FIRST_VERSION,
                 "last": FIRST_VERSION, "live": 0, "live_known": True, "sig": "", "params": [d, e],
                 "deletes": 0}
         elif meta["params"] != [d, e]:
@@ -159,8 +159,12 @@ class MVBT:
         pid, level = msgpack.unpackb(found[1])
         return pid, level, found[0][0]
 
-    def _set_root(self, pid: int, level: int, version: int) -> None:
-        self.meta["root"], self.meta["level"], self.meta["root_start"] = pid, level, version
+    def _set_root(self, pid: int, level: int, version: int, born: int | None = None) -> None:
+        """The root from ``version`` on is ``pid``, a node created at ``born`` (default:
+        now; a child that becomes the root was created earlier and must not be mistaken
+        for a node of this change)."""
+        self.meta["root"], self.meta["level"] = pid, level
+        self.meta["root_born"] = version if born is None else born
         value = msgpack.packb((pid, level))
         if self.roots.get((version,)) is None:
             self.roots.insert((version,), value)
@@ -173,20 +177,21 @@ class MVBT:
         """``[pid, node, lo, hi, start]`` from the live root to ``key``'s live leaf."""
         pid = self.meta["root"]
         node = self.store.get(pid)
-        path = [[pid, node, (), None, self.meta["root_start"]]]
+        path = [[pid, node, (), None, self.meta["root_born"]]]
         while node.level > 0:
             lo, hi = path[-1][2], path[-1][3]
             live = sorted((e for e in node.entries if e[2] is None), key=_order)
-            chosen = live[0]
-            for e in live:
-                if e[0] <= key:
-                    chosen = e
-                else:
-                    hi = e[0]
+            idx = 0
+            for j, e in enumerate(live):
+                if e[0] > key:
                     break
+                idx = j
+            chosen = live[idx]
+            if idx + 1 < len(live):
+                hi = live[idx + 1][0]
             # The first live child covers the node's range from its start (entries
             # before it may have been closed by a range delete).
-            if chosen is not live[0]:
+            if idx > 0:
                 lo = chosen[0]
             pid = chosen[3]
             node = self.store.get(pid)
@@ -240,10 +245,7 @@ class MVBT:
         pid, node, lo, hi, start = path[-1]
         level = node.level
         fresh = start == version    # created by this very change: replaced, not kept
-        live = [list(e) for e in node.entries if e[2] is None and not (e[1] == version and e[2] == version)]
-        for e in live:
-            if level > 0:
-                e[4] = 0
+        live = self._live_copies(node, lo)
         preds = self._inherit(pid, node, lo, hi, start, version, fresh)
         if extra:
             live = sorted(live + extra, key=_order)
@@ -262,10 +264,7 @@ class MVBT:
             s_entry, s_lo, s_hi = sib
             s_node = self.store.get(s_entry[3])
             s_fresh = s_entry[1] == version
-            s_live = [list(e) for e in s_node.entries if e[2] is None]
-            if level > 0:
-                for e in s_live:
-                    e[4] = 0
+            s_live = self._live_copies(s_node, s_lo)
             preds += self._inherit(s_entry[3], s_node, s_lo, s_hi, s_entry[1], version, s_fresh)
             self._drop_child(parent, s_entry[3], version, s_fresh)
             live = sorted(live + s_live, key=_order)
@@ -274,6 +273,17 @@ class MVBT:
         self._attach(parent, live, level, preds, lo, hi, version)
         self.store.put(ppid, parent)
         self._after_change(path[:-1], version)
+
+    @staticmethod
+    def _live_copies(node: Node, lo: tuple) -> list:
+        """Copies of ``node``'s live entries (key order) for a node replacing it. In an
+        index node the first live child covers the node's range from ``lo`` even when
+        its recorded key is larger (children before it were closed by a range delete):
+        the copy records ``lo``, so that the child keeps its range wherever it lands."""
+        live = sorted((list(e) for e in node.entries if e[2] is None), key=_order)
+        if node.level > 0 and live:
+            live[0][0] = lo
+        return live
 
     def _inherit(self, pid: int, node: Node, lo, hi, start: int, version: int, fresh: bool) -> list:
         """Predecessor records a node replacing this one gets (leaves only). A node kept
@@ -383,12 +393,12 @@ class MVBT:
             live = [e for e in root.entries if e[2] is None]
             if len(live) > 1:
                 return
-            if self.meta["root_start"] == version:
+            if self.meta["root_born"] == version:
                 self.store.free(pid)
             if not live:
                 self._set_root(self.store.allocate(Node(0)), 0, version)
                 return
-            self._set_root(live[0][3], level - 1, version)
+            self._set_root(live[0][3], level - 1, version, born=live[0][1])
 
     def _after_change(self, path: list[list], version: int) -> None:
         pid, node = path[-1][0], path[-1][1]
@@ -647,9 +657,12 @@ class MVBT:
                     continue
                 done.add(pid)
                 self._check_node(pid, node)
+                live = sorted((e for e in node.entries if e[2] is None), key=_order)
+                for e in live[node.level > 0:]:
+                    assert lo <= e[0] and (hi is None or e[0] < hi), \
+                        f"page {pid}: live key {e[0]!r} outside its range [{lo!r}, {hi!r})"
                 if node.level == 0:
                     continue
-                live = sorted((e for e in node.entries if e[2] is None), key=_order)
                 los = [e[0] for e in live]
                 assert all(a < b for a, b in zip(los, los[1:])), f"page {pid}: live children overlap"
                 for e in live:
