@@ -39,11 +39,21 @@ from archive.pages import PageStore
 
 
 def fork(lower: int, upper: int) -> int:
-    """The fork node of the closed backbone interval ``[lower, upper]`` (``1 <= lower``)."""
+    """The fork node of the closed backbone interval ``[lower, upper]`` (``1 <= lower``):
+    the node of ``[lower, upper]`` highest in the backbone, the one with the most
+    trailing zero bits. With ``p`` the highest bit where the bounds differ that is
+    ``(upper >> p) << p``, unless ``lower`` itself ends in ``p + 1`` zeros (the formula
+    of the reading notes misses that case: ``[18, 19]`` forks at 18, not 19).
+
+    >>> fork(18, 19), fork(16, 23), fork(7, 7)
+    (18, 16, 7)
+    """
     if lower == upper:
         return upper
-    k = (lower ^ upper).bit_length() - 1
-    return (upper >> k) << k
+    p = (lower ^ upper).bit_length() - 1
+    if lower & ((1 << (p + 1)) - 1) == 0:
+        return lower
+    return (upper >> p) << p
 
 
 def query_nodes(ql: int, qu: int, height: int) -> tuple[list[int], list[int]]:
