@@ -402,9 +402,14 @@ class MVBT:
 
     def _after_change(self, path: list[list], version: int) -> None:
         pid, node = path[-1][0], path[-1][1]
+        w = self._live_weight(node)
         if node.size > self.cond.capacity:
             self._restructure(path, version)
-        elif len(path) > 1 and self._live_weight(node) < self.cond.weak:
+        elif len(path) > 1 and w < self.cond.weak:
+            self._restructure(path, version)
+        elif len(path) > 1 and path[-1][4] == version and w > self.cond.strong_hi:
+            # A node this change created and then grew (a range change repairs several
+            # children of one parent): split it again to meet the strong condition.
             self._restructure(path, version)
         elif len(path) == 1:
             self._collapse(version)
@@ -579,25 +584,29 @@ class MVBT:
                     stack.append((e[3], c_lo, c_hi, e[1], c_clip, at))
 
     def _leaf_sweep(self, pid, node, start, end, clip, klo, khi, tlo, thi, visited):
-        if pid in visited:
-            return
-        visited.add(pid)
-        for e in node.entries:
-            if not klo <= e[0] <= khi or e[1] > thi:
+        """Report a leaf's entries whose reference point it holds, then its predecessors'
+        (a stack, not recursion: a key's leaves can be split thousands of times)."""
+        todo = [(pid, node, start, end, clip)]
+        while todo:
+            pid, node, start, end, clip = todo.pop()
+            if pid in visited:
                 continue
-            stop = e[2]
-            if clip is not None and (stop is None or stop > clip):
-                stop = clip
-            if stop is not None and stop <= tlo:
-                continue
-            ref = thi if stop is None else min(stop - 1, thi)
-            if start <= ref and (end is None or ref < end):
-                yield e[0], e[3], e[1], stop
-        for p in node.preds:
-            ppid, pstart, pend, plo, phi = p
-            if pend > tlo and pstart <= thi and plo <= khi and (phi is None or phi > klo):
-                yield from self._leaf_sweep(ppid, self.store.get(ppid), pstart, pend, None,
-                                            klo, khi, tlo, thi, visited)
+            visited.add(pid)
+            for e in node.entries:
+                if not klo <= e[0] <= khi or e[1] > thi:
+                    continue
+                stop = e[2]
+                if clip is not None and (stop is None or stop > clip):
+                    stop = clip
+                if stop is not None and stop <= tlo:
+                    continue
+                ref = thi if stop is None else min(stop - 1, thi)
+                if start <= ref and (end is None or ref < end):
+                    yield e[0], e[3], e[1], stop
+            for ppid, pstart, pend, plo, phi in node.preds:
+                if pend > tlo and pstart <= thi and plo <= khi and (phi is None or phi > klo) \
+                        and ppid not in visited:
+                    todo.append((ppid, self.store.get(ppid), pstart, pend, None))
 
     def _alive(self, key: tuple, start: int, version: int) -> bool:
         """Is the entry of ``key`` that started at ``start`` alive at ``version``?"""
