@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+from msgpack import unpackb
 from yfilter import Engine
 
 from archive.partition import Archived, PartitionArchive
@@ -80,10 +81,8 @@ class Archive:
         out = []
         for part in self.partitions():
             if path is None:
-                v = part._version_as_of(at)
+                v = part.version_as_of(at)
                 if part.catalog.last >= 0:
-                    from msgpack import unpackb
-
                     out += [part.record(unpackb(val)) for _, val in part.catalog.timeslice(min(v, part.catalog.last))]
             else:
                 out += part.during(path, value, at, at)
@@ -98,8 +97,6 @@ class Archive:
         for part in self.partitions():
             raw = part.ids.get((message_id,))
             if raw is not None:
-                from msgpack import unpackb
-
                 return part, part.record(unpackb(raw))
         return None
 

@@ -215,7 +215,8 @@ class PartitionArchive:
 
     # -- reading ------------------------------------------------------------------------
 
-    def _record(self, tick: int) -> tuple[Archived, bytes]:
+    def read(self, tick: int) -> tuple[Archived, bytes]:
+        """The record archived at ``tick`` and its bytes."""
         raw = self.ticks.get((tick,))
         if raw is None:
             raise ArchiveError(f"no record at tick {tick} in {self.source}/{self.partition}")
@@ -224,15 +225,15 @@ class PartitionArchive:
         return rec, self.blobs.read((at, length))
 
     def record(self, tick: int) -> Archived:
-        return self._record(tick)[0]
+        return self.read(tick)[0]
 
     def message(self, message_id: str) -> bytes | None:
         """The bytes archived under ``message_id`` (the latest record with that id)."""
         raw = self.ids.get((message_id,))
-        return None if raw is None else self._record(msgpack.unpackb(raw))[1]
+        return None if raw is None else self.read(msgpack.unpackb(raw))[1]
 
     def data(self, tick: int) -> bytes:
-        return self._record(tick)[1]
+        return self.read(tick)[1]
 
     def ticks_between(self, t1: int, t2: int) -> tuple[int, int] | None:
         """The first and last tick archived at a time in ``[t1, t2]`` (``None``: none)."""
@@ -282,7 +283,7 @@ class PartitionArchive:
         span = self.ticks_between(t1, t2)
         if key is None or span is None or self.values.last < 0:
             return set()
-        v = self._version_as_of(as_of)
+        v = self.version_as_of(as_of)
         lo, hi = (path, key, span[0]), (path, key, span[1])
         return {k[2] for k, *_ in self.values.range(lo, hi, v, v)}
 
@@ -292,11 +293,12 @@ class PartitionArchive:
         key = value_key(value)
         if key is None or self.values.last < 0:
             return []
-        v1, v2 = self._version_as_of(t1), self._version_as_of(t2)
+        v1, v2 = self.version_as_of(t1), self.version_as_of(t2)
         found = {k[2] for k, *_ in self.values.range((path, key), (path, key, LAST_TICK), v1, v2)}
         return [self.record(t) for t in sorted(found)]
 
-    def _version_as_of(self, t: int | None) -> int:
+    def version_as_of(self, t: int | None) -> int:
+        """The value index's version that shows the archive as of time ``t`` (``None``: now)."""
         if t is None:
             return max(self.values.last, 0)
         return (self.tick_at(t) << _BITS) | ((1 << _BITS) - 1)

@@ -84,7 +84,7 @@ def candidates(part: PartitionArchive, eqs: list[Equality], t1: int, t2: int, as
 
 
 def _as_of_version(part: PartitionArchive, as_of: int | None) -> int | None:
-    return None if as_of is None else part._version_as_of(as_of)
+    return None if as_of is None else part.version_as_of(as_of)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def replay(parts: list[PartitionArchive], profile: str, t1: int, t2: int, *, as_
     done = 0
     for part, ticks in todo:
         for tick in ticks:
-            rec, data = part._record(tick)
+            rec, data = part.read(tick)
             done += 1
             if rec.indexed or data:
                 try:

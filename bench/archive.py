@@ -284,7 +284,7 @@ def e_archive(messages: int, profiles: int, workdir: Path) -> dict:
         full = set()      # no archive index at all: match every message, keep the window's
         for part in a.partitions():
             for tick in range(1, part.meta["tick"] + 1):
-                rec, data = part._record(tick)
+                rec, data = part.read(tick)
                 if engine.match(data) and w1 <= rec.time <= w1 + hour:
                     full.add(rec.message_id)
         full_t.append(time.perf_counter() - t0)

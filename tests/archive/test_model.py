@@ -65,7 +65,7 @@ def _brute(a: Archive, profile: str, t1: int, t2: int) -> set[str]:
     out = set()
     for part in a.partitions():
         for tick in part.window(t1, t2):
-            rec, data = part._record(tick)
+            rec, data = part.read(tick)
             try:
                 if "p" in engine.match(data):
                     out.add(rec.message_id)
