@@ -147,6 +147,11 @@ class RITree:
     def stats(self) -> dict:
         return self.backend.stats()
 
+    def check(self) -> int:
+        """Verify the invariants (both B+-trees' own, and every interval registered at
+        its fork in both indexes); returns the number of closed intervals."""
+        return self.backend.check()
+
     def reset_counters(self) -> None:
         self.backend.reset_counters()
 
@@ -199,6 +204,21 @@ class TreeBackend:
 
     def open_before(self, hi: int | None) -> set[bytes]:
         return {k[1] for k, _ in self.open.range(None, None if hi is None else (hi,)) if hi is None or k[0] < hi}
+
+    def check(self) -> int:
+        for t in (self.lower, self.upper, self.open):
+            t.check()
+        uppers: dict[tuple[int, bytes], list[int]] = {}
+        for (node, upper, raw), _ in self.upper.range():
+            uppers.setdefault((node, raw), []).append(upper)
+        n = 0
+        for (node, lower, raw), _ in self.lower.range():
+            ups = uppers.get((node, raw), [])
+            assert any(fork(lower, u) == node for u in ups), \
+                f"interval of {decode_id(raw)!r} from {lower - 1} is not registered at its fork {node}"
+            n += 1
+        assert n == sum(len(v) for v in uppers.values()), "the lower and upper indexes differ"
+        return n
 
     def stats(self) -> dict:
         parts = [s.stats() for s in self.stores.values()]

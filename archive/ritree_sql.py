@@ -96,6 +96,21 @@ class SqlBackend:
         with self.engine.connect() as con:
             return {r[0] for r in con.execute(q)}
 
+    def check(self) -> int:
+        """Every lower row has its upper row at the same fork (the fork is recomputed)."""
+        from archive.ritree import fork
+
+        with self.engine.connect() as con:
+            lows = con.execute(select(self.lower.c.node, self.lower.c.bound, self.lower.c.id)).all()
+            ups: dict = {}
+            for node, bound, raw in con.execute(select(self.upper.c.node, self.upper.c.bound, self.upper.c.id)):
+                ups.setdefault((node, raw), []).append(bound)
+        for node, lower, raw in lows:
+            assert any(fork(lower, u) == node for u in ups.get((node, raw), [])), \
+                f"interval from {lower - 1} is not registered at its fork {node}"
+        assert len(lows) == sum(len(v) for v in ups.values()), "the lower and upper tables differ"
+        return len(lows)
+
     def stats(self) -> dict:
         return {"statements": self.statements}
 

@@ -39,6 +39,7 @@ def test_random_intervals_match_brute_force(make):
             i = rnd.choice([n, f"p{n}"])
             r.insert(a, b, i)
             stored.append((a, b, i))
+        assert r.check() == sum(1 for x in stored if x[1] is not None)      # after every change
         if n % 20 == 0:
             for _ in range(5):
                 lo = rnd.randrange(6000)
@@ -55,6 +56,7 @@ def test_small_cases_match_brute_force(ivs, q):
     for n, (a, length) in enumerate(ivs):
         r.insert(a, a + length, n)
         stored.append((a, a + length, n))
+        assert r.check() == len(stored)
     lo, hi = q[0], q[0] + q[1]
     assert r.intersecting(lo, hi) == _brute(stored, lo, hi)
 
