@@ -29,6 +29,10 @@ RANGE_FILL = 0.75
 RITREE_TABLE_PREFIX = "ritree"
 """Table name prefix of the SQL RI-tree (``<prefix>_lower``, ``<prefix>_upper``, ...)."""
 
+ARCHIVE_PAGE_SIZE = 16384
+"""Archive model: pages of the partition archives, 16 KB as in the thesis' E-TT, so that
+long paths and values fit."""
+
 MAX_VALUE_CHARS = 200
 """Archive model: element values longer than this are not indexed (a profile comparing to a
 longer literal is verified by a scan instead)."""

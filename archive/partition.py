@@ -44,9 +44,6 @@ from archive.mvbt import MVBT
 from archive.pages import PageStore
 from archive.triples import triples, value_key
 
-ARCHIVE_PAGE_SIZE = 16384
-"""The archive's pages: 16 KB as in the thesis' E-TT, so that long paths and values fit."""
-
 MESSAGE_ID_HEADER = "onyx-message-id"
 LAST_TICK = 1 << 62
 """Larger than any tick: the open end of a key range over ticks."""
@@ -84,7 +81,7 @@ class PartitionArchive:
     in memory)."""
 
     def __init__(self, directory: str | os.PathLike | None, source: str, partition: int, *,
-                 page_size: int = ARCHIVE_PAGE_SIZE, buffer_pages: int = defaults.BUFFER_PAGES) -> None:
+                 page_size: int = defaults.ARCHIVE_PAGE_SIZE, buffer_pages: int = defaults.BUFFER_PAGES) -> None:
         self.source, self.partition = source, partition
         self.directory = None if directory is None else Path(directory)
         if self.directory is not None:

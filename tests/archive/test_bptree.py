@@ -37,7 +37,7 @@ def _run(t: BPlusTree, ops, ref: dict) -> None:
         assert t.check() == len(ref)
 
 
-OPS = st.lists(st.tuples(st.sampled_from("iiiddDR"), st.integers(0, 300), st.integers(0, 40)), max_size=150)
+OPS = st.lists(st.tuples(st.sampled_from("iiiddDR"), st.integers(0, 300), st.integers(0, 40)), min_size=30, max_size=200)
 
 
 @settings(max_examples=60, deadline=None)

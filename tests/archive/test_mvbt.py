@@ -82,10 +82,10 @@ def test_reopens_from_its_file(tmp_path):
         MVBT(path, page_size=1024, d=0.2)
 
 
-OPS = st.lists(st.tuples(st.sampled_from("iiiddDR"), st.integers(0, 60), st.integers(0, 12)), max_size=120)
+OPS = st.lists(st.tuples(st.sampled_from("iiiddDR"), st.integers(0, 60), st.integers(0, 12)), min_size=30, max_size=150)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(ops=OPS, page=st.sampled_from([512, 1024]), split=st.sampled_from(["simple", "shortest", "prefix"]))
 def test_random_changes_match_brute_force(ops, page, split):
     t = MVBT(page_size=page, split=split, check=True, buffer_pages=3)
