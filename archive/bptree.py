@@ -92,9 +92,6 @@ class BPlusTree:
                 zombies.extend(e[1] for e in node.entries)
             self._free(pid)
 
-    def _entry_size(self, level: int, e: list) -> int:
-        return size_of(e[0], e[1])
-
     def _resize(self, node: Node) -> None:
         node.size = sum(size_of(e[0], e[1]) for e in node.entries)
 

@@ -97,7 +97,6 @@ class MVBT:
         if not self.roots.get((FIRST_VERSION,)):
             self.roots.insert((FIRST_VERSION,), msgpack.packb((meta["root"], 0)))
         self.debug = check
-        self._touched: list[tuple] = []
 
     # -- bookkeeping --------------------------------------------------------------------
 
@@ -401,7 +400,7 @@ class MVBT:
             self._set_root(live[0][3], level - 1, version, born=live[0][1])
 
     def _after_change(self, path: list[list], version: int) -> None:
-        pid, node = path[-1][0], path[-1][1]
+        node = path[-1][1]
         w = self._live_weight(node)
         if node.size > self.cond.capacity:
             self._restructure(path, version)

@@ -39,7 +39,7 @@ def test_writer_archives_each_partition_once(kafka, spark, tmp_path, unique):
     a = Archive(tmp_path / "archive")
     parts = a.partitions(source)
     assert sorted((p.partition, p.meta["tick"]) for p in parts) == [(0, 30), (1, 30)]
-    assert a.find("m7")[1].offset == 3 and a.find("m7")[0].message(f"m7") == docs[7]
+    assert a.find("m7")[1].offset == 3 and a.find("m7")[0].message("m7") == docs[7]
     profile = "/nitf/head[title]"
     engine = Engine()
     engine.add("p", profile)
