@@ -379,6 +379,8 @@ def parser() -> argparse.ArgumentParser:
     a("--tt-triples", type=int, help="E-TT triples (default 500,000; quick 10,000)")
     a("--messages", type=int, help="archive messages (default 20,000; quick 400)")
     a("--profiles", type=int, help="replayed profiles (default 20; quick 5)")
+    a("--only", help="comma-separated experiments to run (e_bplus,e_vt,e_tt,archive); the others are kept "
+                     "from the existing JSON")
     a("--json", type=Path, help="where to write the JSON (default bench/results/archive.json)")
     a("--plot", type=Path, help="where to write the PNG (default: next to the JSON)")
     return p
@@ -387,7 +389,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     q = args.quick
-    res = {"quick": q}
+    json_path = args.json or RESULTS / "archive.json"
+    only = set(args.only.split(",")) if args.only else None
+    res = json.loads(json_path.read_text()) if only and json_path.exists() else {}
+    res["quick"] = q
     with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
         work = Path(tmp)
         steps = [("e_bplus", lambda: e_bplus(args.triples or (20_000 if q else 1_000_000), work)),
@@ -396,12 +401,17 @@ def main(argv: list[str] | None = None) -> int:
                  ("archive", lambda: e_archive(args.messages or (400 if q else 20_000), args.profiles or (5 if q else 20),
                                                work))]
         for name, step in steps:
+            if only is not None and name not in only:
+                continue
             t0 = time.perf_counter()
             print(f"running {name} ...", flush=True)
             res[name] = step()
+            res.setdefault("seconds", {})[name] = round(time.perf_counter() - t0, 1)
             print(f"  {name} took {time.perf_counter() - t0:.0f} s", flush=True)
+            # Written after each experiment, so that a long run keeps what it finished.
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(res, indent=1) + "\n")
     print(table(res))
-    json_path = args.json or RESULTS / "archive.json"
     plot_path = args.plot or json_path.with_suffix(".png")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(res, indent=1) + "\n")
