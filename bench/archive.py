@@ -209,6 +209,7 @@ def e_vt(n: int, queries: int) -> dict:
         "no_buffer": statistics.mean(r0["ritree"]) / statistics.mean(r0["rtree_1d"]),
         "buffer_12": statistics.mean(r12["ritree"]) / statistics.mean(r12["rtree_1d"])}
     out["buffer_saving"] = {k: 1 - statistics.mean(r12[k]) / statistics.mean(r0[k]) for k in r0}
+    out["ratio_per_window"] = {run: per_window_ratio(out, run) for run in out["runs"]}
     return out
 
 
@@ -303,6 +304,12 @@ def e_archive(messages: int, profiles: int, workdir: Path) -> dict:
 
 # -- output ----------------------------------------------------------------------------
 
+def per_window_ratio(v: dict, run: str) -> list[float]:
+    """RI-tree page accesses over the 1-D R-tree's, per window length."""
+    r = v["runs"][run]
+    return [a / b for a, b in zip(r["ritree"], r["rtree_1d"])]
+
+
 def table(res: dict) -> str:
     b, v, t, a = res["e_bplus"], res["e_vt"], res["e_tt"], res["archive"]
     lines = [f"E-B+  {b['triples']:,} triples, 16 KB pages, 120-page buffer",
@@ -314,9 +321,11 @@ def table(res: dict) -> str:
     for run, vals in v["runs"].items():
         for k, xs in vals.items():
             lines.append(f"  {k:<9}{run[7:]:>3}" + "".join(f"{x:7.1f}" for x in xs))
-    lines.append(f"  RI-tree / 1-D R-tree: {v['ratio_ritree_to_rtree1d']['no_buffer']:.2f} without a buffer, "
-                 f"{v['ratio_ritree_to_rtree1d']['buffer_12']:.2f} with 12 pages; saved by the buffer: "
-                 + ", ".join(f"{k} {x:.0%}" for k, x in v["buffer_saving"].items()))
+    for run in v["runs"]:
+        ratios = per_window_ratio(v, run)
+        lines.append(f"  RI-tree / 1-D R-tree {run[7:]:>2}" + "".join(f"{x:7.2f}" for x in ratios)
+                     + f"   median {statistics.median(ratios):.2f}")
+    lines.append("  saved by the buffer: " + ", ".join(f"{k} {x:.0%}" for k, x in v["buffer_saving"].items()))
     lines.append(f"E-TT  {t['triples']:,} triples ({t['raw_bytes'] / 2**20:.1f} MB raw), 16 KB pages, d 0.25, e 0.5")
     for x in t["variants"]:
         lines.append(f"  {x['deleted']:4.0%} deleted  {x['bytes'] / 2**20:8.1f} MB  {x['space_ratio']:5.2f} x raw  "
@@ -348,6 +357,9 @@ def plot(res: dict, path: Path) -> None:
         for k, c in (("ritree", "C0"), ("rtree_1d", "C1"), ("rtree_2d", "C2")):
             ax[0][1].plot(v["windows"], v["runs"][run][k], style, color=c, marker="o", ms=3,
                           label=f"{k} {'no buffer' if run == 'buffer_0' else '12 pages'}")
+    for run, style in (("buffer_0", "-"), ("buffer_12", "--")):
+        ax[0][1].plot([], [], " ", label=f"RI/1-D {'no buffer' if run == 'buffer_0' else '12 pages'}: "
+                      + " ".join(f"{x:.1f}" for x in per_window_ratio(v, run)))
     ax[0][1].set_xscale("log")
     ax[0][1].set_yscale("log")
     ax[0][1].set_xlabel("window length")
@@ -381,6 +393,7 @@ def parser() -> argparse.ArgumentParser:
     a("--profiles", type=int, help="replayed profiles (default 20; quick 5)")
     a("--only", help="comma-separated experiments to run (e_bplus,e_vt,e_tt,archive); the others are kept "
                      "from the existing JSON")
+    a("--replot", action="store_true", help="only print the table and redraw the PNG from the JSON")
     a("--json", type=Path, help="where to write the JSON (default bench/results/archive.json)")
     a("--plot", type=Path, help="where to write the PNG (default: next to the JSON)")
     return p
@@ -391,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     q = args.quick
     json_path = args.json or RESULTS / "archive.json"
     only = set(args.only.split(",")) if args.only else None
+    if args.replot:
+        only = set()
     res = json.loads(json_path.read_text()) if only and json_path.exists() else {}
     res["quick"] = q
     with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
