@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(args.only.split(",")) if args.only else None
     if args.replot:
         only = set()
-    res = json.loads(json_path.read_text()) if only and json_path.exists() else {}
+    res = json.loads(json_path.read_text()) if only is not None and json_path.exists() else {}
     res["quick"] = q
     with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
         work = Path(tmp)
