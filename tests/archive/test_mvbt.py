@@ -136,5 +136,6 @@ def test_long_run_matches_brute_force():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_longer_run_on_small_pages_with_full_checks():
-    run_mvbt(11, 300_000, page_size=1024, nkeys=3000, query_every=300, full_check_every=20_000)
+    run_mvbt(11, 200_000, page_size=1024, nkeys=3000, query_every=400, full_check_every=25_000)
