@@ -1,0 +1,88 @@
+"""The archive writer: a Spark Structured Streaming query beside the brokers that stores
+every record of the source topics (``onyx.src.*``) in the archive, one
+:class:`~archive.partition.PartitionArchive` per source topic partition under a
+directory (``<directory>/<source>/<partition>/``). The Spark edge of the archive: the
+only module of the package that imports PySpark.
+
+Each micro-batch is archived by ``foreachPartition`` on the executors: the Kafka source
+gives one Spark partition per Kafka partition, so writers scale with the topics'
+partitions, and each archives its partition's records in offset order under a lock on
+that partition's folder, then flushes. A batch that Spark runs again after a failure is
+harmless: offsets already archived are skipped.
+
+>>> start(spark, "127.0.0.1:9092", "/data/archive", "/data/ckpt")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from archive.partition import PartitionArchive
+
+SOURCE_PREFIX = "onyx.src."
+"""Publishers' topics, ``onyx.src.<source>`` (DESIGN.md section 5, ``broker/topics.py``)."""
+
+SOURCE_PATTERN = r"onyx\.src\..+"
+"""The topics the writer subscribes to (new sources are picked up as they appear)."""
+
+
+def source_of(topic: str) -> str:
+    return topic[len(SOURCE_PREFIX):] if topic.startswith(SOURCE_PREFIX) else topic
+
+
+def archive_rows(directory: str | os.PathLike, rows) -> dict[tuple[str, int], int]:
+    """Archive ``rows`` (``topic, partition, offset, ts_ms, value, headers``) into the
+    partition archives under ``directory``; returns records archived per partition."""
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(source_of(r["topic"]), int(r["partition"]))].append(r)
+    done = {}
+    for (source, partition), group in groups.items():
+        where = Path(directory) / source / str(partition)
+        where.mkdir(parents=True, exist_ok=True)
+        with open(where / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)       # one writer per partition archive
+            part = PartitionArchive(where, source, partition)
+            try:
+                n = 0
+                for r in sorted(group, key=lambda r: r["offset"]):
+                    headers = [(h["key"], bytes(h["value"] or b"")) for h in (r["headers"] or [])]
+                    if part.add(bytes(r["value"] or b""), offset=int(r["offset"]), timestamp=int(r["ts_ms"]),
+                                headers=headers) is not None:
+                        n += 1
+                part.flush()
+            finally:
+                part.close()
+            done[(source, partition)] = n
+    return done
+
+
+def start(spark, bootstrap_servers: str, directory: str | os.PathLike, checkpoint: str | os.PathLike, *,
+          pattern: str = SOURCE_PATTERN, starting_offsets: str = "earliest", available_now: bool = False,
+          processing_time: str | None = None):
+    """Start the archive writer; returns the ``StreamingQuery``. ``available_now`` archives
+    what the topics hold and stops (backfilling an archive, tests)."""
+    from pyspark.sql import functions as F
+
+    directory = str(Path(directory).resolve())
+    rows = (spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("subscribePattern", pattern)
+            .option("startingOffsets", starting_offsets)
+            .option("includeHeaders", "true")
+            .load()
+            .select("topic", "partition", "offset", "value", "headers",
+                    (F.unix_micros("timestamp") / 1000).cast("long").alias("ts_ms")))
+
+    def batch(df, batch_id: int) -> None:
+        df.foreachPartition(lambda it: archive_rows(directory, (r.asDict(recursive=True) for r in it)))
+
+    writer = rows.writeStream.foreachBatch(batch).option("checkpointLocation", str(checkpoint))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif processing_time:
+        writer = writer.trigger(processingTime=processing_time)
+    return writer.queryName("onyx-archive-writer").start()
