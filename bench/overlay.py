@@ -67,6 +67,7 @@ PROBE_HOST = "b6"  # the far end of the tree: b1 -> b2 -> b4 -> b6
 PROBE_TOPIC = "bench.probe"
 BENCH_TOPIC = "bench.deliveries"
 SYMBOLS = 1000
+WARM_UP = 1000  # messages through each fresh overlay before anything is measured
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ def raw_fanout(bootstrap: str, burst: list[bytes], copies: int) -> dict:
     producer = Producer(producer_conf(bootstrap, config.BROKER_LINGER_MS, config.BROKER_COMPRESSION))
     cpu0, t0, n, written = cpu_seconds(), time.monotonic(), 0, 0
     while n < len(burst):
-        for msg in consumer.consume(500, timeout=1.0):
+        for msg in consumer.consume(min(500, len(burst) - n), timeout=1.0):
             if msg.error() is not None:
                 continue
             n += 1
@@ -351,6 +352,9 @@ def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], s
     try:
         texts = mix.profiles(profiles, seed) if mode != "floor" else []
         converge_s = load_profiles(cluster, texts, mix.probe)
+        # Warm up: the JVMs compile their hot paths, the workers build their engines.
+        send(kafka.bootstrap_servers, SOURCE_TOPIC, burst[:WARM_UP], 0.0, f"{name}-warm-up")
+        drained(cluster, timeout=7200)
         clock = Clock(kafka.bootstrap_servers, PROBE_TOPIC)
         warm = send(kafka.bootstrap_servers, SOURCE_TOPIC, [mix.mark(d) for d in steady[:5]], 2.0, f"{name}-warm")
         clock.wait_for(warm, 120)
