@@ -21,8 +21,9 @@ contract would otherwise still hold the previous configuration's profiles and me
   generated NITF messages) and ``quotes`` (ONYX's stock-quote example: a profile asks for
   one of 1,000 symbols above a price, so a quote matches about 0.05% of the profiles).
 
-Per run: sustained messages/s (a burst published at full speed, timed from the first
-send until every broker has drained its input), p50/p99 publish -> delivery at b6 (three
+Per run, after 300 messages of warm-up: sustained messages/s (a burst published at full
+speed, timed from the first send until every broker has drained its input; 5,000 messages,
+fewer where they would make more than a million records), p50/p99 publish -> delivery at b6 (three
 link hops) at a steady 20 msg/s (a probe profile hosted at b6 that matches the marked
 steady messages), link sends and deliveries per message, bytes brokers wrote to Kafka per
 message, CPU seconds per message (every process of the run: Kafka, Spark's JVM, Python
@@ -67,7 +68,9 @@ PROBE_HOST = "b6"  # the far end of the tree: b1 -> b2 -> b4 -> b6
 PROBE_TOPIC = "bench.probe"
 BENCH_TOPIC = "bench.deliveries"
 SYMBOLS = 1000
-WARM_UP = 1000  # messages through each fresh overlay before anything is measured
+WARM_UP = 300  # messages through each fresh overlay before anything is measured
+RECORDS_PER_BURST = 1_000_000
+MIN_BURST = 500
 
 
 @dataclass(frozen=True)
@@ -353,8 +356,14 @@ def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], s
         texts = mix.profiles(profiles, seed) if mode != "floor" else []
         converge_s = load_profiles(cluster, texts, mix.probe)
         # Warm up: the JVMs compile their hot paths, the workers build their engines.
+        warm0 = _totals(cluster)
         send(kafka.bootstrap_servers, SOURCE_TOPIC, burst[:WARM_UP], 0.0, f"{name}-warm-up")
         drained(cluster, timeout=7200)
+        warm = {k: v - warm0.get(k, 0) for k, v in _totals(cluster).items()}
+        # A burst writes at most RECORDS_PER_BURST records (at 100k profiles a message makes
+        # about a thousand deliveries: 5,000 messages would be 5 million records).
+        per_message = (warm.get("forwarded", 0) + warm.get("delivered", 0)) / WARM_UP
+        burst = burst[:max(MIN_BURST, min(len(burst), int(RECORDS_PER_BURST / max(1.0, per_message))))]
         clock = Clock(kafka.bootstrap_servers, PROBE_TOPIC)
         warm = send(kafka.bootstrap_servers, SOURCE_TOPIC, [mix.mark(d) for d in steady[:5]], 2.0, f"{name}-warm")
         clock.wait_for(warm, 120)
