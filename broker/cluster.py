@@ -51,6 +51,7 @@ class LocalOverlay:
         self.spark = spark
         self._own_spark = spark is None
         self.job: BrokerJob | None = None
+        self._offsets = None  # a Kafka client for lag()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -95,27 +96,21 @@ class LocalOverlay:
 
     def lag(self) -> dict[str, int]:
         """Per broker: records on its inbound (and source) topics not processed yet."""
-        from kafka import KafkaConsumer, TopicPartition
+        from confluent_kafka import Consumer, TopicPartition
 
-        from broker.kafka_auth import client_options
+        from broker.kafka_auth import librdkafka_options
 
-        status = self.job.status()
-        wanted = {b["broker"]: {topics.broker_topic(b["broker"])} | set(b["offsets"]) for b in status}
-        for b in status:  # a source topic nobody has read yet still counts, at its root
-            wanted[b["broker"]] |= {topics.source_topic(s) for s, r in self.job.states[b["broker"]].overlay.sources.items()
-                                    if r == b["broker"]}
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, **client_options())
-        try:
-            parts = [TopicPartition(t, p) for names in wanted.values() for t in names
-                     for p in (consumer.partitions_for_topic(t) or ())]
-            ends = consumer.end_offsets(parts)
-        finally:
-            consumer.close()
+        done = self.job.offsets()
+        if self._offsets is None:  # one client for every call: this runs several times a second
+            self._offsets = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "onyx-lag",
+                                      "enable.auto.commit": False, **librdkafka_options()})
+        names = sorted({t for mine in done.values() for t in mine})
+        meta = self._offsets.list_topics(timeout=10).topics
+        parts = [TopicPartition(t, p, -1) for t in names if t in meta for p in sorted(meta[t].partitions)]
         per_topic: dict[str, int] = {}
-        for tp, end in ends.items():
-            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + end
-        return {b["broker"]: sum(max(0, per_topic.get(t, 0) - b["offsets"].get(t, 0)) for t in wanted[b["broker"]])
-                for b in status}
+        for tp in self._offsets.offsets_for_times(parts, timeout=10) if parts else ():
+            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(tp.offset, 0)
+        return {b: sum(max(0, per_topic.get(t, 0) - read) for t, read in mine.items()) for b, mine in done.items()}
 
     def wait_idle(self, timeout: float = 120.0, settle: float = 1.0) -> float:
         """Wait until every broker has processed everything on its topics (control
@@ -159,6 +154,9 @@ class LocalOverlay:
         if self.job is not None:
             self.job.close()
             self.job = None
+        if self._offsets is not None:
+            self._offsets.close()
+            self._offsets = None
         if self.service is not None:
             self.service.stop()
         if self.spark is not None and self._own_spark:

@@ -150,6 +150,17 @@ class BrokerJob:
         self.states[broker].apply(packet.flow, packet.key, packet.value, packet.headers, packet.topic,
                                   packet.coordinates)
 
+    def offsets(self) -> dict[str, dict[str, int]]:
+        """Per broker, the topics it reads (its inbound topic, the sources it is the root
+        of) and how far into each the query has read (summed over partitions)."""
+        query = self.query
+        read = _end_offsets(query.lastProgress if query is not None else None)
+        with self.follower.lock:
+            return {b: {t: read.get(t, 0) for t in
+                        [topics.broker_topic(b)] + [topics.source_topic(s) for s, r in state.overlay.sources.items()
+                                                    if r == b]}
+                    for b, state in self.states.items()}
+
     def status(self) -> list[dict]:
         """Per broker: counters, profiles and routing-table sizes (for ``onyx status``)."""
         query = self.query
