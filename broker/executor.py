@@ -36,7 +36,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from broker import topics
 from broker.plan import Inbound, Plan, PlanSettings
-from broker.sink import KafkaSink, sink_for
+from broker.sink import KafkaSink, close_sink, sink_for
 from broker.state import BrokerState
 from broker.state_log import LogReader, Packet, log_record
 from routing.overlay import Overlay
@@ -44,8 +44,10 @@ from routing.overlay import Overlay
 OUTPUT_SCHEMA = "topic string, value binary"
 """What the task returns to Spark's Kafka sink: nothing (see module docstring)."""
 
-INPUT_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "flow")
-"""What the task reads of each record (``flow``: the ``onyx-flow`` header, ``xml`` if none)."""
+INPUT_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers")
+"""What the task reads of each record. Its flow (the ``onyx-flow`` header, ``xml`` if none)
+is read here, not by Spark: a filter over the headers array is a higher-order function,
+which Spark evaluates row by row without generated code."""
 
 STAGES = ("sync", "control", "receive", "route", "deliver", "write", "flush")
 """Where a task's time goes, per broker (``flush``: the task's wait for Kafka, shared out)."""
@@ -122,6 +124,13 @@ class Copies:
         copy.in_use = True
         return copy
 
+    def close(self) -> None:
+        """Let go of the copies and the state-log reader."""
+        self.copies.clear()
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
     def settle(self) -> None:
         """After a task that made the copies grow: hand their objects to the collector's
         permanent generation. PySpark's worker runs a full ``gc.collect()`` after every
@@ -146,14 +155,20 @@ _ASKER = ThreadPoolExecutor(1, thread_name_prefix="onyx-state-log")
 _JOBS: dict[str, Copies] = {}
 """Copies per job in this worker process; the newest few jobs are kept."""
 
-_KEEP_JOBS = 4
+_KEEP_JOBS = 2
 
 
 def copies_of(spec: TaskSpec) -> Copies:
+    """The copies of ``spec``'s job in this worker. A worker outlives the jobs of its Spark
+    application (a restarted query, a benchmark's next overlay): the copies of jobs not
+    seen for a while are dropped, with their Kafka clients."""
     copies = _JOBS.pop(spec.job, None) or Copies(spec)
     _JOBS[spec.job] = copies  # most recently used last
     while len(_JOBS) > _KEEP_JOBS:
-        del _JOBS[next(iter(_JOBS))]
+        old = _JOBS.pop(next(iter(_JOBS)))
+        old.close()
+        if all(c.spec.producer != old.spec.producer for c in _JOBS.values()):
+            close_sink(old.spec.producer)
     return copies
 
 
@@ -261,7 +276,7 @@ class _Task:
     def records(self, batch) -> None:
         local = self.spec.brokers
         cols = {name: batch.column(name).to_pylist() for name in INPUT_COLUMNS}
-        flows, partitions, offsets = cols["flow"], cols["partition"], cols["offset"]
+        partitions, offsets = cols["partition"], cols["offset"]
         keys, values, all_headers = cols["key"], cols["value"], cols["headers"]
         for i, topic in enumerate(cols["topic"]):
             headers = [(h["key"], h["value"]) for h in all_headers[i] or ()]
@@ -269,9 +284,10 @@ class _Task:
                 broker = topic[len(topics.BROKER_PREFIX):]
                 if broker not in local:
                     continue  # not this job's (its pattern never selects it)
-                if flows[i] != "xml":
-                    self.control(broker, Packet(topic, partitions[i], offsets[i], flows[i], keys[i], values[i],
-                                                headers))
+                flow = next((v for k, v in headers if k == "onyx-flow"), b"xml")
+                if flow != b"xml":
+                    self.control(broker, Packet(topic, partitions[i], offsets[i],
+                                                (flow or b"").decode("utf-8", "replace"), keys[i], values[i], headers))
                     continue
             else:
                 broker = self.source_owner(topic[len(topics.SOURCE_PREFIX):])

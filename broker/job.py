@@ -107,8 +107,6 @@ class BrokerJob:
 
     def start(self):
         """Start (or restart) the streaming query from its checkpoint."""
-        from pyspark.sql import functions as F
-
         s = self.settings
         # One partition: the log is the order the packets were applied in.
         topics.ensure_topics(s.bootstrap_servers, [topics.state_topic(b) for b in s.brokers],
@@ -119,8 +117,6 @@ class BrokerJob:
         spec = TaskSpec(self.key, s.overlay, tuple(s.brokers), {b: s.plan_settings(b) for b in s.brokers},
                         producer_conf(s.bootstrap_servers, s.linger_ms, s.compression), self._consumer_conf(),
                         self.stats)
-        flow = F.coalesce(F.expr("cast(get(filter(headers, h -> h.key = 'onyx-flow'), 0).value as string)"),
-                          F.lit("xml"))
         rows = (self.spark.readStream.format("kafka")
                 .option("kafka.bootstrap.servers", s.bootstrap_servers)
                 .options(**spark_options())
@@ -132,7 +128,6 @@ class BrokerJob:
                 .option("includeHeaders", "true")
                 .option("maxOffsetsPerTrigger", s.max_offsets_per_trigger)
                 .load()
-                .withColumn("flow", flow)
                 .select(*INPUT_COLUMNS))
         out = rows.coalesce(max(1, s.tasks)).mapInArrow(task_function(spec), OUTPUT_SCHEMA)
         self.query = (out.writeStream.queryName(f"onyx-brokers-{'-'.join(s.brokers)}"[:200])

@@ -94,6 +94,13 @@ def sink_for(conf: dict[str, object]) -> KafkaSink:
     return sink
 
 
+def close_sink(conf: dict[str, object]) -> None:
+    """Flush and drop this process's producer for ``conf``, if it has one."""
+    sink = _SINKS.pop(tuple(sorted(conf.items())), None)
+    if sink is not None:
+        sink.producer.flush(5)
+
+
 def producer_conf(bootstrap_servers: str, linger_ms: float, compression: str) -> dict[str, object]:
     """librdkafka settings of a broker's producer: every record acknowledged by all
     in-sync replicas, idempotent (a retried send is not written twice), and records up

@@ -70,15 +70,17 @@ def _worker(kafka, spec):
 
 
 def _batch(records):
-    """Records (topic, offset, flow, key, value, headers) as the Arrow batch a task reads."""
-    cols = {"topic": [], "partition": [], "offset": [], "key": [], "value": [], "headers": [], "flow": []}
+    """Records (topic, offset, flow, key, value, headers) as the Arrow batch a task reads (the
+    flow is only a reminder: the task reads it from the headers, as from Kafka)."""
+    cols = {"topic": [], "partition": [], "offset": [], "key": [], "value": [], "headers": []}
     for topic, offset, flow, key, value, headers in records:
-        for name, v in zip(cols, (topic, 0, offset, key, value, [{"key": k, "value": x} for k, x in headers], flow)):
+        assert dict(headers).get("onyx-flow", b"xml").decode() == flow
+        for name, v in zip(cols, (topic, 0, offset, key, value, [{"key": k, "value": x} for k, x in headers])):
             cols[name].append(v)
     header = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
     return pa.RecordBatch.from_pydict(cols, schema=pa.schema([
         ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
-        ("value", pa.binary()), ("headers", header), ("flow", pa.string())]))
+        ("value", pa.binary()), ("headers", header)]))
 
 
 def _profile(op, version, text="/nitf/head/title"):
