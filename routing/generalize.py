@@ -114,7 +114,7 @@ class GeneralizedView:
         engine then remembers the match instead of doing it again)."""
         if not isinstance(message, formats.Message):
             message = formats.decode("text", bytes(message) if not isinstance(message, str) else message.encode())
-        self.samples.append((message, self._engine.match(message)))
+        self.samples.append((message, self._engine.match_all(message)))
         return message
 
     def due(self, exact: LinkMatcher) -> bool:

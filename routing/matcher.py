@@ -10,10 +10,13 @@ stopping as soon as every link is chosen.
 Each conjunction is filed under one of its atoms, its *anchor*: the one least likely to
 match (an equality on a value before a range, a range before a bare path, the longer
 path first). A message's matched atoms are intersected with the anchors (in C, over the
-smaller set), and only the conjunctions of matched anchors are checked, each against
-the matched set. A workload whose atoms match often — a price bound that half of all
-quotes meet — costs what its few anchored conjunctions cost, not a count over every
-matched atom.
+smaller set), and only the conjunctions of matched anchors are checked. An atom that
+is some conjunction's anchor, or that several conjunctions share, is matched by the
+engine with all the others; an atom only one conjunction has, and not as its anchor, is
+*lazy*: it is not in the automaton, and is checked by navigation on the message only
+when its conjunction's anchor matched. A workload whose atoms match often — a price
+bound that half of all quotes meet, a different one in each profile — costs what its
+few candidate conjunctions cost, not a report of every bound the price meets.
 
 Whether an atom matches a message does not depend on which table asks, so several
 matchers may share one :class:`AtomEngine`: the tables of one broker (one per
@@ -38,6 +41,8 @@ import formats
 from routing.budget import SizeModel
 from routing.dnf import Conjunction, engine_text
 from yfilter import Engine
+from yfilter.navigate import Nav, Session, select
+from yfilter.parser import parse
 
 _IMMUTABLE = (bytes, str, formats.Message)  # messages whose answer may be remembered by identity
 
@@ -60,6 +65,11 @@ class AtomEngine:
         # broker's state, a burst of routing deltas before any message) never parses an atom.
         self._engine: Engine | None = None
         self._last: tuple[object, frozenset[str]] | None = None
+        # Atoms checked only when asked (see holds()): compiled for navigation, not in the
+        # automaton, so a message does not report them each time it matches them.
+        self._lazy: Counter[str] = Counter()
+        self._navs: dict[str, Nav] = {}  # of lazy atoms, compiled into the engine when it is built
+        self._asked: tuple[object, Session | None, dict[str, bool]] | None = None
         self._probe: AtomEngine | None = None  # atoms asked about by sample_bits, kept
         self._probed: OrderedDict[int, tuple[object, int, frozenset[str]]] = OrderedDict()
 
@@ -87,11 +97,58 @@ class AtomEngine:
                 self._engine.remove(atom)
             self._last = None
 
+    def acquire_lazy(self, atom: str) -> None:
+        """One more user of ``atom`` as a lazy atom: never matched with the others, only
+        checked on a message when :meth:`holds` asks (see :class:`LinkMatcher`)."""
+        self._lazy[atom] += 1
+        if self._lazy[atom] == 1:
+            engine_text(atom, self._prefixes)
+            self._navs.pop(atom, None)
+
+    def release_lazy(self, atom: str) -> None:
+        self._lazy[atom] -= 1
+        if not self._lazy[atom]:
+            del self._lazy[atom]
+            nav = self._navs.pop(atom, None)
+            if nav is not None and self._engine is not None:
+                self._engine.release_steps(nav.steps)
+
+    def holds(self, atom: str, message) -> bool:
+        """Whether the lazy ``atom`` selects anything in ``message``: navigated on the
+        message once (memoised with every other lazy atom asked about it)."""
+        asked = self._asked
+        if asked is None or asked[0] is not message:
+            asked = self._asked = (message, None, {})
+        answers = asked[2]
+        answer = answers.get(atom)
+        if answer is None:
+            engine = self._engine_now()
+            session = asked[1]
+            if session is None:
+                session = engine.start(message)
+                self._asked = (message, session, answers)
+            nav = self._navs.get(atom)
+            if nav is None:
+                steps = parse(engine_text(atom, self._prefixes), self._namespaces()).steps
+                nav = self._navs[atom] = Nav(engine.intern_steps(steps))
+            answer = answers[atom] = bool(select(session, nav))
+        return answer
+
+    def _namespaces(self) -> dict[str, str]:
+        return {p: uri for uri, p in self._prefixes.items()}
+
+    def _engine_now(self) -> Engine:
+        if self._engine is None:
+            self._engine = self._build()
+        return self._engine
+
     def _build(self) -> Engine:
         """The engine over every atom held now (all at once: ``add_many`` is the fast path)."""
         texts = [(atom, engine_text(atom, self._prefixes)) for atom in self._refs]
-        engine = Engine({p: uri for uri, p in self._prefixes.items()})
+        engine = Engine(self._namespaces())
         engine.add_many(texts)
+        self._navs.clear()  # lazy atoms are compiled into this engine when next asked about
+        self._asked = None
         return engine
 
     def _add(self, atom: str) -> None:
@@ -111,13 +168,16 @@ class AtomEngine:
         last = self._last
         if last is not None and last[0] is message:
             return last[1]
-        if self._engine is None and self._refs:
-            self._engine = self._build()
-        out = self._engine.match(message) if self._refs else frozenset()
+        out = self._engine_now().match(message) if self._refs else frozenset()
         if isinstance(message, _IMMUTABLE):
             self._last = (message, out)
         return out
 
+
+    def match_all(self, message) -> frozenset[str]:
+        """The atoms ``message`` matches, lazy ones included (what measuring a table's
+        filtering needs; routing asks lazy atoms only when it must)."""
+        return self.match(message) | {a for a in self._lazy if self.holds(a, message)}
 
     def sample_bits(self, atoms: Iterable[str], messages: list) -> dict[str, int]:
         """For each atom, a bit mask of the ``messages`` it matches (bit ``i`` for
@@ -190,6 +250,9 @@ class LinkMatcher:
         self._anchored: dict[str, set[tuple[str, Conjunction]]] = {}  # anchor atom -> (link, conjunction)
         self._anchors: set[str] = set()  # its keys, as a set: set & set runs over the smaller one in C
         self._always: Counter[str] = Counter()  # links with an empty (always-true) conjunction
+        self._anchor_refs: Counter[str] = Counter()  # conjunctions an atom is the anchor of
+        self._eager: set[str] = set()  # atoms the engine matches
+        self._lazy_atoms: set[str] = set()  # atoms checked by navigation when asked
         self.engine = engine if engine is not None else AtomEngine()
         self._size: SizeModel | None = None  # made by the first stats(), kept up to date after
 
@@ -231,12 +294,13 @@ class LinkMatcher:
             key = anchor(conj)
             self._anchored.setdefault(key, set()).add((link, conj))
             self._anchors.add(key)
+            self._anchor_refs[key] += 1
         for atom in conj:
             self._atom_refs[atom] += 1
-            if self._atom_refs[atom] == 1:
-                self.engine.acquire(atom)
-                if self._size is not None:
-                    self._size.add(atom)
+            if self._atom_refs[atom] == 1 and self._size is not None:
+                self._size.add(atom)
+        for atom in conj:
+            self._settle(atom)
         return True
 
     def discard(self, link: str, conj: Conjunction) -> bool:
@@ -259,21 +323,49 @@ class LinkMatcher:
             if not held:
                 del self._anchored[key]
                 self._anchors.discard(key)
+            self._anchor_refs[key] -= 1
+            if not self._anchor_refs[key]:
+                del self._anchor_refs[key]
         for atom in conj:
             self._atom_refs[atom] -= 1
             if not self._atom_refs[atom]:
                 del self._atom_refs[atom]
-                self.engine.release(atom)
                 if self._size is not None:
                     self._size.remove(atom)
+            self._settle(atom)
         return True
+
+    def _settle(self, atom: str) -> None:
+        """Hold ``atom`` in the engine the way its uses now call for: eager when it is an
+        anchor or shared by several conjunctions, lazy when one conjunction has it
+        besides its anchor, not at all when no conjunction has it."""
+        refs = self._atom_refs.get(atom, 0)
+        eager = bool(self._anchor_refs.get(atom)) or refs > 1
+        was = atom in self._eager
+        if refs and eager and not was:
+            self.engine.acquire(atom)
+            self._eager.add(atom)
+        if was and (not refs or not eager):
+            self.engine.release(atom)
+            self._eager.discard(atom)
+        lazy_now = refs > 0 and not eager
+        lazy_was = atom in self._lazy_atoms
+        if lazy_now and not lazy_was:
+            self.engine.acquire_lazy(atom)
+            self._lazy_atoms.add(atom)
+        elif lazy_was and not lazy_now:
+            self.engine.release_lazy(atom)
+            self._lazy_atoms.discard(atom)
 
     def close(self) -> None:
         """Forget everything, releasing the atoms from the engine (a matcher that is
         replaced must not keep its atoms alive in a shared engine)."""
-        for atom in self._atom_refs:
+        for atom in self._eager:
             self.engine.release(atom)
-        for state in (self._conj, self._atom_refs, self._anchored, self._anchors, self._always):
+        for atom in self._lazy_atoms:
+            self.engine.release_lazy(atom)
+        for state in (self._conj, self._atom_refs, self._anchored, self._anchors, self._always,
+                      self._anchor_refs, self._eager, self._lazy_atoms):
             state.clear()
         self._size = None
 
@@ -286,13 +378,17 @@ class LinkMatcher:
         wanted = len(self._conj)
         if len(chosen) == wanted:
             return chosen
-        matched = self.engine.match(message)
-        anchored = self._anchored
+        engine = self.engine
+        matched = engine.match(message)
+        anchored, lazy = self._anchored, self._lazy_atoms
         for atom in self._anchors & matched:
             for link, conj in anchored[atom]:
                 if link in chosen:
                     continue
-                if all(a in matched for a in conj):
+                for a in conj:
+                    if a not in matched and (a not in lazy or not engine.holds(a, message)):
+                        break
+                else:
                     chosen.add(link)
                     if len(chosen) == wanted:
                         return chosen
