@@ -120,3 +120,13 @@ zstd): deliveries of one message to many profiles are copies of it, which the
 producer's batches shrink to a fraction. zstd, because every Kafka client since Kafka
 2.1 reads it, kafka-python included with the ``zstandard`` package Onyx already needs
 (lz4 would need one more)."""
+
+BROKER_TABLE_BUDGET = os.environ.get("ONYX_TABLE_BUDGET") or None
+"""How big each routing table a broker routes with may be (ONYX_TABLE_BUDGET), as
+``atoms=N,states=N,predicates=N`` (any of them): with a budget a table routes with a
+view generalized to fit it (ONYX 4.2.1; false positives, never a false negative), see
+:mod:`routing.generalize`. Unset: tables are exact. A broker of the overlay config with
+a ``budget`` of its own uses that instead."""
+
+BROKER_TABLE_SAMPLES = int(os.environ.get("ONYX_TABLE_SAMPLES", "32"))
+"""Recent messages a budgeted routing table measures its generalizations on (ONYX_TABLE_SAMPLES)."""

@@ -54,7 +54,10 @@ STAGES = ("sync", "control", "receive", "route", "deliver", "write", "flush")
 
 
 class StatsParam(AccumulatorParam):
-    """Accumulates ``{broker: {"counts": {...}, "seconds": {...}}}`` from every task."""
+    """Accumulates ``{broker: {part: {name: value}}}`` from every task: ``counts``,
+    ``seconds`` and ``false_positives`` (per link) are summed; ``tables`` (the sizes of
+    the routing tables a budgeted broker routes with, per tree) is a gauge: the newest
+    report wins."""
 
     def zero(self, value: dict) -> dict:
         return {}
@@ -64,9 +67,15 @@ class StatsParam(AccumulatorParam):
             mine = total.setdefault(broker, {})
             for part, values in parts.items():
                 counter = mine.setdefault(part, {})
+                if part in GAUGES:
+                    counter.update(values)
+                    continue
                 for name, v in values.items():
                     counter[name] = counter.get(name, 0) + v
         return total
+
+
+GAUGES = ("tables",)
 
 
 @dataclass(frozen=True)
@@ -112,7 +121,7 @@ class Copies:
         """The copy of ``broker``, caught up with its state log up to ``end``."""
         copy = self.copies.get(broker)
         if copy is None or copy.in_use:  # new here, or a task failed half-way through it
-            state = BrokerState(broker, _overlay_copy(self.spec.overlay))
+            state = BrokerState(broker, _overlay_copy(self.spec.overlay), self.spec.settings[broker].budget)
             copy = self.copies[broker] = Copy(Plan(state, self.spec.settings[broker]))
             self.grown = True
         if copy.position < end:
@@ -203,13 +212,16 @@ class _Task:
             return
         t = time.perf_counter()
         counts = self.counts[broker]
-        for topic, _, value, _ in rows:
+        for topic, _, value, headers in rows:
             size = len(value or b"")
             if control and topic != topics.DEAD_LETTER:
                 counts["control_sent"] += 1
             elif topic.startswith(topics.BROKER_PREFIX):
                 counts["forwarded"] += 1
                 counts["link_bytes"] += size
+                if headers and headers[-1][0] == "onyx-transform":  # a projection (the last field)
+                    counts["projected"] += 1
+                    counts["projected_bytes"] += size
             elif topic == topics.DEAD_LETTER:
                 counts["dead_letters"] += 1
             else:
@@ -309,7 +321,8 @@ class _Task:
         stats = {}
         for broker, counts in self.counts.items():
             self.times[broker]["flush"] += flush / len(self.counts)
-            stats[broker] = {"counts": dict(counts), "seconds": dict(self.times[broker])}
+            stats[broker] = {"counts": dict(counts), "seconds": dict(self.times[broker]),
+                             **_table_stats(self.used[broker].plan)}
         if stats:
             self.spec.stats.add(stats)
 
@@ -322,6 +335,19 @@ class _Task:
         self.finish()
         yield pa.RecordBatch.from_pydict({"topic": [], "value": []},
                                          schema=pa.schema([("topic", pa.string()), ("value", pa.binary())]))
+
+
+def _table_stats(plan: Plan) -> dict:
+    """What a budgeted broker's tables report: false positives per link since the last
+    task (taken from the tables), and the sizes of the views they route with."""
+    if plan.settings.budget is None:
+        return {}
+    false_positives: Counter = Counter()
+    for table in plan.state.tables.values():
+        false_positives.update(table.false_positives)
+        table.false_positives.clear()
+    return {"false_positives": dict(false_positives),
+            "tables": {root: table.stats() for root, table in plan.state.tables.items()}}
 
 
 def task_function(spec: TaskSpec):

@@ -46,6 +46,7 @@ from broker.plan import Limits, PlanSettings
 from broker.sink import producer_conf
 from broker.state import BrokerState
 from broker.state_log import Follower, LogReader, Packet
+from routing.budget import Budget
 from routing.overlay import Overlay
 
 
@@ -67,14 +68,18 @@ class BrokerSettings:
     fetch_wait_ms: int = config.BROKER_FETCH_WAIT_MS
     linger_ms: float = config.BROKER_LINGER_MS
     compression: str = config.BROKER_COMPRESSION
+    budget: Budget | None = field(
+        default_factory=lambda: Budget.parse(config.BROKER_TABLE_BUDGET) if config.BROKER_TABLE_BUDGET else None)
 
     def plan_settings(self, broker: str) -> PlanSettings:
-        """The guard (the overlay's first broker) dead-letters messages of unknown sources."""
-        return PlanSettings(self.link_format, broker == self.overlay.brokers[0], self.limits, self.mode)
+        """The guard (the overlay's first broker) dead-letters messages of unknown sources;
+        a broker's routing-table budget is its own in the overlay config, else ``budget``."""
+        return PlanSettings(self.link_format, broker == self.overlay.brokers[0], self.limits, self.mode,
+                            self.overlay.budget(broker) or self.budget)
 
 
 COUNTERS = ("messages", "forwarded", "delivered", "dead_letters", "control_packets", "control_sent",
-            "link_bytes", "delivered_bytes", "bytes_written")
+            "link_bytes", "projected", "projected_bytes", "delivered_bytes", "bytes_written")
 """What each broker counts (summed over the tasks' reports)."""
 
 
@@ -85,7 +90,8 @@ class BrokerJob:
         self.spark = spark
         self.settings = settings
         self.key = uuid.uuid4().hex  # names this job's broker copies in the Python workers
-        self.states = {b: BrokerState(b, copy.deepcopy(settings.overlay)) for b in settings.brokers}
+        self.states = {b: BrokerState(b, copy.deepcopy(settings.overlay), settings.plan_settings(b).budget)
+                       for b in settings.brokers}
         self.follower: Follower | None = None
         self.stats = spark.sparkContext.accumulator({}, StatsParam())
         self.query = None
@@ -168,13 +174,20 @@ class BrokerJob:
             for b, state in self.states.items():
                 mine = {topics.broker_topic(b)} | {topics.source_topic(s) for s, r in state.overlay.sources.items()
                                                    if r == b}
-                counts = stats.get(b, {}).get("counts", {})
+                mine_stats = stats.get(b, {})
+                counts = mine_stats.get("counts", {})
+                budget = state.budget
                 out.append({
                     "broker": b, "running": running,
                     **{name: counts.get(name, 0) for name in COUNTERS},
                     "seconds": dict(stats.get(b, {}).get("seconds", {})),
                     "profiles": len(state.profiles), "state_version": state.version, "state_seq": state.seq,
-                    "routing": {root: t.stats() for root, t in state.tables.items()},
+                    # A budgeted table's view is planned where messages are routed: its
+                    # size comes from the executors; an exact table's from the state log.
+                    "routing": (mine_stats.get("tables") or {root: t.stats() for root, t in state.tables.items()}
+                                if budget is not None else {root: t.stats() for root, t in state.tables.items()}),
+                    "budget": None if budget is None else str(budget),
+                    "false_positives": dict(mine_stats.get("false_positives", {})),
                     "last_batch_ms": (progress or {}).get("durationMs", {}).get("triggerExecution"),
                     "offsets": {t: n for t, n in offsets.items() if t in mine},
                     "state_log_error": None if self.follower.error is None else str(self.follower.error),

@@ -1,14 +1,17 @@
 """The data plane of one broker: what it does with every record of its inbound topic.
 
 A :class:`Plan` runs over a :class:`~broker.state.BrokerState` and stays in step with it:
-control packets go through :meth:`Plan.control` (the state applies them; the plan's
-engine of local profiles and its dictionaries follow, one profile at a time, so a
-change costs what it changes, not a recompile), and the state's routing tables route
-directly. A message record goes through three steps: :meth:`Plan.receive` validates
-the source (or parses the packet header) and decodes by format; :meth:`Plan.route`
-forwards the message down the links of its tree whose routing queries it matches
-(re-encoded in the link's format); :meth:`Plan.deliver` matches the profiles hosted here
-(a delivery to one of the overlay's own topics becomes a dead letter: it would loop).
+control packets go through :meth:`Plan.control` (the state applies them to its
+:class:`~routing.node.Node`, whose tables and engine of local profiles change one
+profile at a time, so a change costs what it changes, not a recompile). A message
+record goes through three steps: :meth:`Plan.receive` validates the source (or parses
+the packet header) and decodes by format; :meth:`Plan.route` forwards the message down
+the links of its tree whose routing queries it matches — re-encoded in the link's
+format, or projected on what the profiles below the link read, when they all read
+only parts of it (:meth:`routing.node.Node.forwards`; the packet then says
+``onyx-transform: projected``); :meth:`Plan.deliver` runs the profiles hosted here (a
+delivery to one of the overlay's own topics becomes a dead letter: it would loop).
+What happens to a message is the node's; this module is its Kafka side.
 Routing is on the critical path: the executor (:mod:`broker.executor`) routes a whole
 run of messages and hands those rows to Kafka before it matches local profiles.
 Bad input becomes one dead letter with the reason; nothing raises.
@@ -37,11 +40,12 @@ from typing import NamedTuple
 import formats
 from broker import topics
 from broker.packets import Row, dead_letter
-from broker.state import BrokerState, LocalProfile
+from broker.state import BrokerState
 from formats.dictionary import Dictionary, DictionaryStore
 from formats.errors import FormatError
 from formats.header import PacketHeader
-from yfilter import Engine
+from routing.budget import Budget
+from routing.node import Forward
 from yfilter.errors import MessageError
 
 MODES = ("route", "flood", "floor")
@@ -58,12 +62,14 @@ class Limits:
 @dataclass(frozen=True)
 class PlanSettings:
     """How a broker's plan runs: the wire format towards child brokers, whether it is
-    the guard (dead-letters messages of unknown sources), its limits, its mode."""
+    the guard (dead-letters messages of unknown sources), its limits, its mode, and the
+    budget of its routing tables (``None``: exact tables)."""
 
     link_format: str = "stream"
     guard: bool = False
     limits: Limits = Limits()
     mode: str = "route"
+    budget: Budget | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -86,16 +92,11 @@ class Plan:
 
     def __init__(self, state: BrokerState, settings: PlanSettings = PlanSettings()) -> None:
         self.state = state
+        self.node = state.node
         self.settings = settings
-        self.engine = Engine()
-        self.engine.add_many((pid, p.text) for pid, p in state.profiles.items())
-        self.delivery: dict[str, str] = {}
-        self.refused: dict[str, str] = {}
-        for pid, p in state.profiles.items():
-            self._target(pid, p)
+        self._refusals: dict[str, str | None] = {}  # delivery topic -> why it is refused
         self._dictionary_stamp = None
         self.dictionaries = self._dictionaries()
-        state.on_profile = self._profile_changed
 
     # -- control -------------------------------------------------------------
 
@@ -108,25 +109,14 @@ class Plan:
             self.dictionaries = self._dictionaries()
         return rows
 
-    def _target(self, pid: str, profile: LocalProfile) -> None:
-        # A delivery into a topic the overlay reads would be read, matched and delivered
-        # again, without end. The service refuses such topics; a profile that has one all
-        # the same (an older store, a packet written by hand) gets dead letters instead.
-        self.delivery[pid] = profile.delivery_topic
-        reason = topics.internal_reason(profile.delivery_topic)
-        if reason is None:
-            self.refused.pop(pid, None)
-        else:
-            self.refused[pid] = reason
-
-    def _profile_changed(self, pid: str, profile: LocalProfile | None) -> None:
-        if pid in self.delivery:
-            self.engine.remove(pid)
-            del self.delivery[pid]
-            self.refused.pop(pid, None)
-        if profile is not None:
-            self.engine.add(pid, profile.text)
-            self._target(pid, profile)
+    def refusal(self, topic: str) -> str | None:
+        """Why a delivery to ``topic`` is refused, or None. A delivery into a topic the
+        overlay reads would be read, matched and delivered again, without end. The
+        service refuses such topics; a profile that has one all the same (an older
+        store, a packet written by hand) gets dead letters instead."""
+        if topic not in self._refusals:
+            self._refusals[topic] = topics.internal_reason(topic)
+        return self._refusals[topic]
 
     def _dictionaries(self) -> DictionaryStore:
         stamp = tuple((s, d["version"]) for s, d in sorted(self.state.dictionaries.items()))
@@ -199,49 +189,69 @@ class Plan:
         dictionary = self.dictionaries.latest(source) if source else None
         return (fmt, dictionary) if dictionary is not None else ("stream", None)
 
-    def links(self, inbound: Inbound) -> list[str]:
-        """The child brokers ``inbound`` goes to, sorted."""
+    def forwards(self, inbound: Inbound) -> list[Forward]:
+        """The child brokers ``inbound`` goes to, sorted, each with what it carries:
+        routed (and projected where the link allows) in ``route`` mode, the whole
+        message to every child of the tree in the baselines."""
         root = inbound.header.root_broker
         if self.settings.mode != "route":
-            return sorted(self.state.overlay.tree(root).children[self.state.broker])
-        table = self.state.tables.get(root)
-        return sorted(table.route(inbound.message)) if table is not None else []
+            return [Forward(link, None) for link in self.node.children(root)]
+        return self.node.forwards(root, inbound.message)
 
     def route(self, inbound: Inbound) -> list[Row]:
         """The rows that forward a message down the links of its tree that want it."""
         header = inbound.header
         try:
-            links = self.links(inbound)
-            if not links:
+            forwards = self.forwards(inbound)
+            if not forwards:
                 return []
-            if inbound.message is None:  # floor: forwarded as it came
-                fmt, dictionary, blob = header.format, None, inbound.payload
-                version = header.dictionary_version
-            else:
-                fmt, dictionary = self._link_format(header.source_id)
-                version = dictionary.version if dictionary else None
-                same = header.format == fmt and header.dictionary_version == version
-                blob = inbound.payload if same else formats.encode(fmt, inbound.message, dictionary=dictionary)
-            out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
-                               message_id=header.message_id, dictionary_version=version).to_kafka()
-            key = header.message_id.encode()
-            return [(topics.broker_topic(link), key, blob, out) for link in links]
+            key, whole, projected = header.message_id.encode(), None, None
+            rows = []
+            for link, document in forwards:
+                if document is not None:  # a projection: text, and the packet says so
+                    if projected is None:
+                        projected = PacketHeader("xml", format="text", source_id=header.source_id,
+                                                 root_broker=header.root_broker, message_id=header.message_id,
+                                                 transform="projected").to_kafka()
+                    rows.append((topics.broker_topic(link), key, document, projected))
+                    continue
+                if whole is None:
+                    whole = self._whole(inbound)
+                rows.append((topics.broker_topic(link), key, whole[0], whole[1]))
+            return rows
         except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
             return [dead_letter(f"internal error while routing: {exc!r}", *inbound.record)]
+
+    def _whole(self, inbound: Inbound) -> tuple[bytes, list[tuple[str, bytes]]]:
+        """The message as it goes down a link that takes it whole: its bytes in the
+        link's format (as they came when that is the format already), and the header."""
+        header = inbound.header
+        if inbound.message is None:  # floor: forwarded as it came
+            fmt, blob, version = header.format, inbound.payload, header.dictionary_version
+        else:
+            fmt, dictionary = self._link_format(header.source_id)
+            version = dictionary.version if dictionary else None
+            same = header.format == fmt and header.dictionary_version == version and header.transform is None
+            blob = inbound.payload if same else formats.encode(fmt, inbound.message, dictionary=dictionary)
+        out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
+                           message_id=header.message_id, dictionary_version=version,
+                           transform=header.transform).to_kafka()
+        return blob, out
 
     def deliver(self, inbound: Inbound) -> list[Row]:
         """The deliveries of the profiles hosted here: the message for a filter, one
         result document per binding for a transformation profile."""
-        if not self.delivery:
+        hosted = self.node.profiles
+        if not hosted:
             return []
         header = inbound.header
         if inbound.message is None:  # floor: every local profile, nothing evaluated
-            results = {pid: [inbound.payload] for pid in self.delivery}
+            results = {pid: [inbound.payload] for pid in hosted}
         else:
             # A filter delivers the message itself: as published, when it came as text.
-            xml = inbound.payload if inbound.header.format == "text" else None
+            xml = inbound.payload if header.format == "text" and header.transform is None else None
             try:
-                results = self.engine.run(inbound.message, xml=xml)
+                results = self.node.deliver(inbound.message, xml, projected=header.transform is not None)
             except MessageError as exc:
                 return [dead_letter(str(exc), *inbound.record)]
             except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
@@ -250,10 +260,13 @@ class Plan:
             return []
         out = PacketHeader("xml", format="text", source_id=header.source_id,
                            root_broker=header.root_broker, message_id=header.message_id).to_kafka()
-        refused = self.refused
-        rows = [(self.delivery[pid], pid.encode(), doc, out)
-                for pid in sorted(results) if pid not in refused for doc in results[pid]]
-        if refused:
-            rows += [dead_letter(f"not delivered to profile {pid}: its delivery topic {refused[pid]}",
-                                 *inbound.record) for pid in sorted(refused.keys() & results.keys())]
+        rows = []
+        for pid in sorted(results):
+            topic = hosted[pid].target
+            reason = self.refusal(topic)
+            if reason is None:
+                rows += [(topic, pid.encode(), doc, out) for doc in results[pid]]
+            else:
+                rows.append(dead_letter(f"not delivered to profile {pid}: its delivery topic {reason}",
+                                        *inbound.record))
         return rows

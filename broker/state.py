@@ -1,16 +1,18 @@
 """A broker's control state and the control flows that change it.
 
 Everything a broker knows besides the messages themselves: the overlay, the catalog
-of sources, the profiles it hosts, and one routing table per broadcast tree. The
-``query`` and ``catalog`` flows of its inbound topic change it (in offset order,
-before the data of the same micro-batch); every change bumps :attr:`version`, which
-names the compiled data plan that executors cache.
+of sources, and its :class:`~routing.node.Node` (the profiles it hosts, one routing
+table per broadcast tree, the engine of its local profiles). The ``query`` and
+``catalog`` flows of its inbound topic change it (in offset order, before the data of
+the same micro-batch); every change bumps :attr:`version`. This module reads the
+packets and writes the rows; what a packet does is the node's (``Map()``,
+``Collect()``, ``Aggregate()``: the simulator runs the same code).
 
 Query packets come in two kinds (JSON, field ``kind``):
 
 * ``profile`` (from the registration service): ``op`` add/update/delete of a profile
-  hosted here. The profile's routing query (``Map()``) goes up every broadcast tree
-  as a routing delta.
+  hosted here. The profile's routing query and what it reads of a message
+  (``Map()``) go up every broadcast tree as a routing delta.
 * ``route`` (from a child broker): a routing delta for the tree of ``root`` received
   on the link from ``from``. It is applied (``Collect()``) and, if it changed
   anything, forwarded to this broker's parent in that tree (``Aggregate()``).
@@ -36,15 +38,14 @@ it, so a replayed batch, or a copy catching up from the broker's state log
 from __future__ import annotations
 
 import json
-import pickle
 from dataclasses import dataclass, field
-from typing import Callable
 
 from broker import topics
 from broker.packets import Row, dead_letter
 from formats.dictionary import Dictionary
 from formats.header import PacketHeader
-from routing.dnf import map_profile
+from routing.budget import Budget
+from routing.node import Hosted, Node, Up
 from routing.overlay import Overlay
 from routing.table import Delta, RoutingTable
 
@@ -54,33 +55,35 @@ class ControlError(ValueError):
 
 
 @dataclass
-class LocalProfile:
-    version: int
-    text: str
-    delivery_topic: str
-
-
-@dataclass
 class BrokerState:
-    """The control state of broker ``broker`` in ``overlay`` (see module docstring)."""
+    """The control state of broker ``broker`` in ``overlay`` (see module docstring);
+    with a ``budget``, its routing tables route with views generalized to fit it."""
 
     broker: str
     overlay: Overlay
-    profiles: dict[str, LocalProfile] = field(default_factory=dict)
-    tombstones: dict[str, int] = field(default_factory=dict)  # deleted profile -> version
-    tables: dict[str, RoutingTable] = field(default_factory=dict)  # root -> table
+    budget: Budget | None = None
     dictionaries: dict[str, dict] = field(default_factory=dict)  # source -> newest Dictionary.to_json()
-    version: int = 0  # changes made (names the state in status and snapshots)
     seq: int = 0  # packets applied, changes or not
     applied: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset
-    on_profile: Callable[[str, LocalProfile | None], None] | None = field(default=None, repr=False, compare=False)
-    """Told of every change of a hosted profile (``None``: deleted); the data plane keeps
-    its engine of local profiles in step with it."""
+    catalog_changes: int = 0
 
-    def table(self, root: str) -> RoutingTable:
-        if root not in self.tables:
-            self.tables[root] = RoutingTable(self.broker)
-        return self.tables[root]
+    def __post_init__(self) -> None:
+        self.node = Node(self.broker, self.overlay, self.budget)
+
+    @property
+    def version(self) -> int:
+        """Changes made (of hosted profiles, routing tables and the catalog)."""
+        return self.node.version + self.catalog_changes
+
+    @property
+    def profiles(self) -> dict[str, Hosted]:
+        """The profiles hosted here (their ``target`` is the delivery topic)."""
+        return self.node.profiles
+
+    @property
+    def tables(self) -> dict[str, RoutingTable]:
+        """One routing table per broadcast tree (by root)."""
+        return self.node.tables
 
     # -- control flows -------------------------------------------------------
 
@@ -121,45 +124,25 @@ class BrokerState:
 
     def _profile(self, body: dict) -> list[Row]:
         pid, version, op = str(body["profile_id"]), int(body["version"]), body["op"]
-        current = self.profiles.get(pid)
-        known = current.version if current else self.tombstones.get(pid, 0)
-        if version <= known:
-            return []  # replayed or reordered packet: already applied something newer
         if op == "delete":
-            self.profiles.pop(pid, None)
-            self.tombstones[pid] = version
-            query, profile = None, None
-        elif op in ("add", "update"):
-            text = str(body["text"])
-            query = map_profile(text)  # raises ProfileError (a ValueError) for a bad text
-            profile = self.profiles[pid] = LocalProfile(version, text, str(body["delivery_topic"]))
-            self.tombstones.pop(pid, None)
-        else:
-            raise ControlError(f"unknown profile op {op!r}")
-        self.version += 1
-        if self.on_profile is not None:
-            self.on_profile(pid, profile)
-        delta = Delta(pid, version, query)
-        return [row for root in self.overlay.roots for row in self._up(root, delta)]
+            return self._rows(self.node.drop(pid, version))
+        if op in ("add", "update"):
+            # a bad text raises ProfileError (a ValueError): a dead letter, nothing changed
+            return self._rows(self.node.host(pid, version, str(body["text"]), str(body["delivery_topic"])))
+        raise ControlError(f"unknown profile op {op!r}")
 
     def _route(self, body: dict) -> list[Row]:
         root, child = str(body["root"]), str(body["from"])
         if root not in self.overlay.graph or child not in self.overlay.graph:
             raise ControlError(f"route delta names unknown broker (root {root!r}, from {child!r})")
-        delta = Delta.from_json(body["delta"])
-        if not self.table(root).apply(child, delta):
-            return []
-        self.version += 1
-        return self._up(root, delta)
+        return self._rows(self.node.collect(root, child, Delta.from_json(body["delta"])))
 
-    def _up(self, root: str, delta: Delta) -> list[Row]:
-        """The routing delta for ``root``'s tree, sent to this broker's parent in it."""
-        parent = self.overlay.tree(root).parent[self.broker]
-        if parent is None:
-            return []
-        body = {"kind": "route", "root": root, "from": self.broker, "delta": delta.to_json()}
-        return [(topics.broker_topic(parent), delta.profile_id.encode(), json.dumps(body).encode(),
-                 PacketHeader("query", root_broker=root).to_kafka())]
+    def _rows(self, ups: list[Up]) -> list[Row]:
+        """Each routing delta as a query packet on the parent's inbound topic."""
+        return [(topics.broker_topic(u.parent), u.delta.profile_id.encode(),
+                 json.dumps({"kind": "route", "root": u.root, "from": self.broker,
+                             "delta": u.delta.to_json()}).encode(),
+                 PacketHeader("query", root_broker=u.root).to_kafka()) for u in ups]
 
     def _catalog(self, body: dict) -> list[Row]:
         source, root = str(body["source_id"]), str(body["root_broker"])
@@ -176,42 +159,12 @@ class BrokerState:
         self.overlay.sources[source] = root
         if new_dictionary:
             self.dictionaries[source] = dictionary
-        self.version += 1
+        self.catalog_changes += 1
         rows: list[Row] = []
         packet = json.dumps(body).encode()
         for child in self.overlay.tree(root).children[self.broker]:
             rows.append((topics.broker_topic(child), source.encode(), packet,
                          PacketHeader("catalog", source_id=source, root_broker=root).to_kafka()))
         if new_tree:
-            for pid, p in sorted(self.profiles.items()):
-                rows += self._up(root, Delta(pid, p.version, map_profile(p.text)))
+            rows += self._rows(self.node.join(root))
         return rows
-
-    # -- snapshots -----------------------------------------------------------
-
-    def snapshot(self) -> bytes:
-        """Plain data for :meth:`restore` (written next to the checkpoint)."""
-        return pickle.dumps({
-            "broker": self.broker, "version": self.version, "seq": self.seq, "applied": dict(self.applied),
-            "sources": dict(self.overlay.sources),
-            "profiles": {pid: (p.version, p.text, p.delivery_topic) for pid, p in self.profiles.items()},
-            "tombstones": dict(self.tombstones),
-            "tables": {root: t.contributions() for root, t in self.tables.items()},
-            "dictionaries": dict(self.dictionaries),
-        })
-
-    @classmethod
-    def restore(cls, blob: bytes, overlay: Overlay) -> "BrokerState":
-        data = pickle.loads(blob)
-        overlay.sources.update(data["sources"])
-        state = cls(data["broker"], overlay, version=data["version"], seq=data.get("seq", 0),
-                    applied=data.get("applied", {}))
-        state.profiles = {pid: LocalProfile(*p) for pid, p in data["profiles"].items()}
-        state.tombstones = data["tombstones"]
-        state.dictionaries = data.get("dictionaries", {})
-        for root, links in data["tables"].items():
-            table = state.table(root)
-            for link, held in links.items():
-                for pid, (version, query) in held.items():
-                    table.apply(link, Delta(pid, version, query))
-        return state

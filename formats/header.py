@@ -3,7 +3,9 @@
 Every record on a broker's inbound topic carries ``onyx-flow`` (``xml``, ``query``,
 ``catalog`` or ``control``); XML packets also name their wire format, their source,
 the root broker of their broadcast tree, a message id that stays the same on every
-hop (for de-duplication), and the dictionary and schema versions they need.
+hop (for de-duplication), and the dictionary and schema versions they need. An XML
+packet between brokers that carries a transformation of the message rather than the
+message itself says which (``onyx-transform``: ``projected``, ONYX 4.2.2).
 
 >>> h = PacketHeader("xml", format="stream-dict+zstd", source_id="afp", root_broker="b1",
 ...                  message_id="afp-42", dictionary_version=3)
@@ -30,6 +32,9 @@ from formats.registry import Buffer, get
 FLOWS = ("xml", "query", "catalog", "control")
 """The four packet flows a broker's inbound topic multiplexes."""
 
+TRANSFORMS = ("projected",)
+"""What an XML packet may carry instead of the whole message (``onyx-transform``)."""
+
 _HEADER_NAMES = {
     "flow": "onyx-flow",
     "format": "onyx-format",
@@ -38,9 +43,10 @@ _HEADER_NAMES = {
     "message_id": "onyx-message-id",
     "dictionary_version": "onyx-dictionary-version",
     "schema_version": "onyx-schema-version",
+    "transform": "onyx-transform",
 }
 _FIELDS_BY_HEADER = {header: name for name, header in _HEADER_NAMES.items()}
-_STRING_FIELDS = ("format", "source_id", "root_broker", "message_id", "schema_version")
+_STRING_FIELDS = ("format", "source_id", "root_broker", "message_id", "schema_version", "transform")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class PacketHeader:
     message_id: str | None = None
     dictionary_version: int | None = None
     schema_version: str | None = None
+    transform: str | None = None
 
     def __post_init__(self) -> None:
         if self.flow not in FLOWS:
@@ -68,6 +75,8 @@ class PacketHeader:
             value = fields_[name]
             if value is not None and (type(value) is not str or not value):
                 raise FormatError(f"packet header {name} must be a non-empty string, not {value!r}")
+        if self.transform is not None and self.transform not in TRANSFORMS:
+            raise FormatError(f"unknown onyx-transform {self.transform!r} (known: {', '.join(TRANSFORMS)})")
         version = self.dictionary_version
         if version is not None and (type(version) is not int or version < 0):
             raise FormatError(f"dictionary version must be an integer >= 0, not {version!r}")

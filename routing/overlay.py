@@ -16,7 +16,8 @@ root broker.
 Config format (YAML or JSON)::
 
     name: figure4
-    brokers: [b1, b2, b3]            # or mappings: {id: b1, capacity: 2.0, location: [x, y]}
+    brokers: [b1, b2, b3]            # or mappings: {id: b1, capacity: 2.0, location: [x, y],
+                                     #   budget: "atoms=500,states=2000"}  (routing-table budget)
     links:                           # [a, b] or [a, b, weight]; weight defaults to 1
       - [b1, b2]
       - [b2, b3, 2.5]
@@ -35,6 +36,7 @@ from typing import Any, Callable
 
 import networkx as nx
 
+from routing.budget import Budget, BudgetError
 from routing.trees import BroadcastTree, TreeBuilder, shortest_path_tree
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -132,6 +134,15 @@ class Overlay:
         """The broker's attributes from the config (capacity, location, ...)."""
         return dict(self.graph.nodes[broker])
 
+    def budget(self, broker: str) -> Budget | None:
+        """The routing-table budget the config gives ``broker`` (its ``budget``), if any.
+
+        >>> Overlay.from_dict({"brokers": [{"id": "a", "budget": "atoms=50"}, "b"], "links": [["a", "b"]]}).budget("a")
+        Budget(atoms=50, states=None, predicates=None)
+        """
+        text = self.graph.nodes[broker].get("budget")
+        return Budget.parse(str(text)) if text else None
+
     def distance(self, a: str, b: str) -> float:
         """Weighted shortest-path distance between two brokers."""
         return nx.shortest_path_length(self.graph, a, b, weight="weight")
@@ -196,6 +207,11 @@ class Overlay:
             broker = check_id("broker", spec.pop("id", None))
             if broker in graph:
                 raise OverlayError(f"broker {broker!r} is listed twice")
+            if "budget" in spec:
+                try:
+                    Budget.parse(str(spec["budget"]))
+                except BudgetError as exc:
+                    raise OverlayError(f"broker {broker!r}: {exc}") from None
             graph.add_node(broker, **spec)
         for i, link in enumerate(config.get("links") or []):
             if not isinstance(link, (list, tuple)) or len(link) not in (2, 3):

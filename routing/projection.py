@@ -102,6 +102,31 @@ def need(text: str, namespaces: Mapping[str, str] | None = None) -> Needed:
     return Need(frozenset(out))
 
 
+def need_to_json(n: Needed) -> list | None:
+    """``n`` as JSON (what a routing delta carries up the trees): ``None`` for
+    :data:`WHOLE`, else its kept paths as ``[[[axis, test], ...], subtree]``.
+
+    >>> need_to_json(need("for $n in $msg/a return <r>{$n/b}</r>"))
+    [[[['/', 'a']], False], [[['/', 'a'], ['/', 'b']], True]]
+    >>> need_from_json(need_to_json(need("/a"))) is WHOLE
+    True
+    """
+    if n is WHOLE:
+        return None
+    return [[[list(step) for step in path], subtree] for path, subtree in sorted(n.keeps)]
+
+
+def need_from_json(data: list | None) -> Needed:
+    """The inverse of :func:`need_to_json`; ``ValueError`` for anything else."""
+    if data is None:
+        return WHOLE
+    try:
+        return Need(frozenset((tuple((str(axis), str(test)) for axis, test in path), bool(subtree))
+                              for path, subtree in data))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not a profile's need: {data!r}") from exc
+
+
 def clause_keeps(q: Flwr, binding: Skeleton) -> set[Keep]:
     """What the where and return clauses of ``q`` read, as paths from ``binding``
     (the for path's skeleton, or a context of the caller's choosing: see

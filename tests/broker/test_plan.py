@@ -98,7 +98,7 @@ def test_bad_packets_between_brokers_become_dead_letters(headers, reason):
 
 def test_links_carry_the_configured_format_and_the_next_broker_decodes_it():
     b1 = _plan(_state("b1", DTD), link_format="stream-dict+zstd")
-    b1.state.table("b1").apply("b2", _delta())
+    b1.state.node.table("b1").apply("b2", _delta())
     rows = _from_source(b1, GOOD)
     (link,) = [r for r in rows if r[0] == topics.broker_topic("b2")]
     header = PacketHeader.from_kafka(link[3])
@@ -111,7 +111,7 @@ def test_links_carry_the_configured_format_and_the_next_broker_decodes_it():
 
 def test_without_the_sources_dictionary_links_fall_back_to_the_stream_format():
     b1 = _plan(_state("b1"), link_format="stream-dict")
-    b1.state.table("b1").apply("b2", _delta())
+    b1.state.node.table("b1").apply("b2", _delta())
     (link,) = [r for r in _from_source(b1, GOOD) if r[0] == topics.broker_topic("b2")]
     assert PacketHeader.from_kafka(link[3]).format == "stream"
 

@@ -1,0 +1,226 @@
+"""One broker of the overlay without its transport: query plane and data plane (ONYX 4.2-4.3).
+
+A :class:`Node` is what a broker is, short of Kafka: the profiles it hosts, one routing
+table per broadcast tree it is in, and the engine of its local profiles. The running
+broker (:mod:`broker.state`, :mod:`broker.plan`) wraps a node in Kafka packets; the
+simulator (:mod:`routing.simulate`) wires nodes together in one process. Both run this
+code, so the simulator's numbers are the system's.
+
+Query plane (ONYX 4.2.1), each call returning the routing deltas to send up
+(:class:`Up`, one per tree whose parent must hear of it):
+
+* :meth:`Node.host` / :meth:`Node.drop` — ``Map()``: a hosted profile's routing query
+  and what it reads of a message (its :func:`~routing.projection.need`) go up every tree;
+* :meth:`Node.collect` — ``Collect()``: a child's delta applied to the tree's table and,
+  if it changed anything, ``Aggregate()``: relabelled and sent to this node's parent;
+* :meth:`Node.join` — a new tree (a source with a new root broker): every hosted
+  profile's delta goes up it.
+
+Data plane (ONYX 4.2.2 and 4.3.1), in priority order: :meth:`Node.forwards` gives the
+links of the message's tree that want it, each with what the link carries — the whole
+message, or its projection when every profile below the link reads only parts of it
+(incremental transformation) — and only then :meth:`Node.deliver` runs the local
+profiles. A forwarded message is never held back by local work.
+
+>>> from routing.overlay import builtin
+>>> b4, b2 = Node("b4", builtin("figure4")), Node("b2", builtin("figure4"))
+>>> q = "for $h in $msg/nitf/head return <t>{$h/title/text()}</t>"
+>>> ups = b4.host("q1", 1, q)
+>>> [(u.parent, u.root) for u in ups]
+[('b2', 'b1')]
+>>> [b2.collect(u.root, "b4", u.delta) for u in ups]   # b2 tells b1 in turn
+[[Up(parent='b1', root='b1', delta=Delta(profile_id='q1', ...))]]
+>>> msg = b"<nitf><head><title>Tide</title><meta/></head><body>long text</body></nitf>"
+>>> b2.forwards("b1", msg)
+[Forward(link='b4', document=b'<nitf><head><title>Tide</title></head></nitf>')]
+>>> b4.deliver(b"<nitf><head><title>Tide</title></head></nitf>")
+{'q1': [b'<t>Tide</t>']}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import formats
+from routing.budget import Budget
+from routing.dnf import RoutingQuery, map_profile
+from routing.matcher import AtomEngine
+from routing.overlay import Overlay
+from routing.projection import WHOLE, need
+from routing.table import Delta, RoutingTable
+from yfilter import Engine
+from yfilter.flwr import is_flwr, parse_flwr
+from yfilter.parser import parse
+
+
+@dataclass
+class Hosted:
+    """A profile hosted here: its version, text and where its results go (for a broker,
+    the delivery topic; the node does not look at it)."""
+
+    version: int
+    text: str
+    target: str = ""
+
+
+class Up(NamedTuple):
+    """A routing delta for ``parent``, this node's parent in ``root``'s tree."""
+
+    parent: str
+    root: str
+    delta: Delta
+
+
+class Forward(NamedTuple):
+    """The message goes down ``link``: as it is (``document`` None) or projected (XML text)."""
+
+    link: str
+    document: bytes | None
+
+
+@dataclass
+class Node:
+    """Broker ``broker`` of ``overlay`` (see the module docstring). With a ``budget`` its
+    routing tables route with generalized views that fit it (:mod:`routing.generalize`),
+    measured on the last ``samples`` messages; ``engine`` shares one atom engine with
+    other nodes (a simulation); ``namespaces`` binds the prefixes profiles may use."""
+
+    broker: str
+    overlay: Overlay
+    budget: Budget | None = None
+    samples: int = 32
+    engine: AtomEngine | None = None
+    namespaces: Mapping[str, str] = field(default_factory=dict)
+    profiles: dict[str, Hosted] = field(default_factory=dict)
+    tombstones: dict[str, int] = field(default_factory=dict)  # deleted profile -> its last version
+    tables: dict[str, RoutingTable] = field(default_factory=dict)  # tree root -> table
+    version: int = 0  # changes made: hosted profiles and tables
+
+    def __post_init__(self) -> None:
+        # Whether an atom matches a message does not depend on the tree asking: the
+        # tables of one node share an atom engine, so a message is matched once.
+        if self.engine is None:
+            self.engine = AtomEngine()
+        self.local = Engine(dict(self.namespaces))
+
+    def table(self, root: str) -> RoutingTable:
+        """The routing table of ``root``'s tree (made empty on first use)."""
+        table = self.tables.get(root)
+        if table is None:
+            table = self.tables[root] = RoutingTable(self.broker, self.budget, samples=self.samples,
+                                                     engine=self.engine)
+        return table
+
+    # -- query plane -------------------------------------------------------------------
+
+    def query(self, text: str) -> RoutingQuery:
+        """``Map()`` of a profile: its routing query (a transformation profile's for/where)."""
+        if is_flwr(text):
+            return map_profile(parse_flwr(text, self.namespaces).filter_path())
+        return map_profile(parse(text, self.namespaces))
+
+    def delta(self, pid: str) -> Delta:
+        """The delta a hosted profile sends up."""
+        p = self.profiles[pid]
+        return Delta(pid, p.version, self.query(p.text), need(p.text, self.namespaces))
+
+    def host(self, pid: str, version: int, text: str, target: str = "") -> list[Up]:
+        """Host (or replace) profile ``pid`` at ``version``; nothing happens if this node
+        holds that version or a newer one already. Raises :class:`yfilter.ProfileError`
+        (a ``ValueError``) for a text that is not a profile, changing nothing."""
+        if version <= self._known(pid):
+            return []
+        query, needed = self.query(text), need(text, self.namespaces)
+        self.local.add(pid, text)
+        self.profiles[pid] = Hosted(version, text, target)
+        self.tombstones.pop(pid, None)
+        self.version += 1
+        return self._up_all(Delta(pid, version, query, needed))
+
+    def drop(self, pid: str, version: int) -> list[Up]:
+        """Stop hosting ``pid`` (its deletion at ``version``)."""
+        if version <= self._known(pid):
+            return []
+        if self.profiles.pop(pid, None) is not None:
+            self.local.remove(pid)
+        self.tombstones[pid] = version
+        self.version += 1
+        return self._up_all(Delta(pid, version, None))
+
+    def _known(self, pid: str) -> int:
+        held = self.profiles.get(pid)
+        return held.version if held is not None else self.tombstones.get(pid, 0)
+
+    def collect(self, root: str, child: str, delta: Delta) -> list[Up]:
+        """``Collect()`` a delta from ``child`` for ``root``'s tree, and ``Aggregate()``:
+        the same delta for this node's parent, if it changed the table."""
+        if not self.table(root).apply(child, delta):
+            return []
+        self.version += 1
+        return self._up(root, delta)
+
+    def join(self, root: str) -> list[Up]:
+        """A new tree: every hosted profile's delta goes up it."""
+        return [u for pid in sorted(self.profiles) for u in self._up(root, self.delta(pid))]
+
+    def _up_all(self, delta: Delta) -> list[Up]:
+        return [u for root in self.overlay.roots for u in self._up(root, delta)]
+
+    def _up(self, root: str, delta: Delta) -> list[Up]:
+        parent = self.overlay.tree(root).parent[self.broker]
+        return [] if parent is None else [Up(parent, root, delta)]
+
+    # -- data plane --------------------------------------------------------------------
+
+    def children(self, root: str) -> list[str]:
+        """Every child of this node in ``root``'s tree (what flooding sends to)."""
+        return sorted(self.overlay.tree(root).children[self.broker])
+
+    def route(self, root: str, message) -> list[str]:
+        """The children in ``root``'s tree whose routing queries ``message`` matches
+        (XML text or a :class:`formats.Message`), sorted."""
+        table = self.tables.get(root)
+        return sorted(table.route(message)) if table is not None else []
+
+    def forwards(self, root: str, message, links: list[str] | None = None) -> list[Forward]:
+        """What goes down each link: the routed ``links`` (default :meth:`route`), each
+        with the message's projection when every profile below the link allows one."""
+        if links is None:
+            links = self.route(root, message)
+        table = self.tables.get(root)
+        out, element = [], None
+        for link in links:
+            projection = table.projection(link) if table is not None else None
+            if projection is None:
+                out.append(Forward(link, None))
+                continue
+            if element is None:
+                element = _element(message)
+            out.append(Forward(link, projection.apply(element)))
+        return out
+
+    def deliver(self, message, xml: bytes | None = None, *, projected: bool = False) -> dict[str, list[bytes]]:
+        """The results of the local profiles (see :meth:`yfilter.Engine.run`; ``xml``:
+        the message as published, what a filter delivers). A ``projected`` message
+        delivers no filter results: a filter's subscriber gets the whole message, which
+        is not here (a filter registered below a projecting link before the link heard
+        of it; the next messages come whole)."""
+        results = self.local.run(message, xml=xml)
+        if projected and results:
+            results = {pid: r for pid, r in results.items() if is_flwr(self.profiles[pid].text)}
+        return results
+
+    def process(self, root: str, message, xml: bytes | None = None, *,
+                projected: bool = False) -> Iterator[Forward | tuple[str, list[bytes]]]:
+        """The whole data plane for one message, in priority order: every
+        :class:`Forward`, then ``(profile id, results)`` of each local profile matched."""
+        yield from self.forwards(root, message)
+        yield from self.deliver(message, xml, projected=projected).items()
+
+
+def _element(message):
+    if isinstance(message, formats.Message):
+        return message.to_element()
+    return formats.decode("text", bytes(message)).to_element()

@@ -1,0 +1,119 @@
+"""One broker without transport (routing.node): Map/Collect/Aggregate and the data plane,
+and an overlay of nodes wired in process against the centralized engine."""
+
+import doctest
+import random
+
+import pytest
+
+import routing.node
+from routing.node import Forward, Node
+from routing.overlay import builtin
+from routing.budget import Budget
+from yfilter import Engine
+from yfilter.generators import DocGenerator, ProfileGenerator, Schema
+from yfilter.generators.flwr import FlwrGenerator
+
+NITF = b"<nitf><head><title>Tide</title><meta name='a'/></head><body><p>long</p></body></nitf>"
+TRANSFORM = "for $h in $msg/nitf/head return <t>{$h/title/text()}</t>"
+
+
+def test_docstring_examples():
+    assert doctest.testmod(routing.node, optionflags=doctest.ELLIPSIS).failed == 0
+
+
+def _overlay_of_nodes(budget=None):
+    ov = builtin("figure4")
+    return {b: Node(b, ov, budget) for b in ov.brokers}
+
+
+def _propagate(nodes, host, ups):
+    """Deliver routing deltas hop by hop until none is left."""
+    pending = [(host, u) for u in ups]
+    while pending:
+        child, up = pending.pop()
+        pending += [(up.parent, u) for u in nodes[up.parent].collect(up.root, child, up.delta)]
+
+
+def _publish(nodes, root, xml):
+    """Route ``xml`` down ``root``'s tree as brokers do; returns every delivery, the
+    bytes each link carried and how many links carried a projection."""
+    out, carried, projections = {}, {}, 0
+    todo = [(root, xml, False)]
+    while todo:
+        b, doc, projected = todo.pop()
+        for item in nodes[b].process(root, doc, None if projected else doc, projected=projected):
+            if isinstance(item, Forward):
+                projections += item.document is not None
+                carried[(b, item.link)] = item.document if item.document is not None else doc
+                todo.append((item.link, item.document if item.document is not None else doc,
+                             projected or item.document is not None))
+            else:
+                out[item[0]] = item[1]
+    return out, carried, projections
+
+
+def test_an_old_version_changes_nothing_and_a_delete_leaves_a_tombstone():
+    n = Node("b4", builtin("figure4"))
+    assert n.host("p", 2, "/nitf") and n.host("p", 1, "/a") == [] and n.profiles["p"].text == "/nitf"
+    assert n.drop("p", 2) == [] and n.drop("p", 3)[0].delta.query is None
+    assert n.host("p", 3, "/a") == [] and "p" not in n.profiles and n.tombstones == {"p": 3}
+
+
+def test_a_bad_profile_changes_nothing():
+    n = Node("b4", builtin("figure4"))
+    with pytest.raises(ValueError):
+        n.host("p", 1, "/nitf[")
+    assert n.profiles == {} and n.version == 0 and len(n.local) == 0
+
+
+def test_links_carry_projections_while_every_profile_below_reads_only_parts():
+    nodes = _overlay_of_nodes()
+    _propagate(nodes, "b6", nodes["b6"].host("t1", 1, TRANSFORM, "t"))
+    out, carried, _ = _publish(nodes, "b1", NITF)
+    assert out == {"t1": [b"<t>Tide</t>"]}
+    assert set(carried) == {("b1", "b2"), ("b2", "b4"), ("b4", "b6")}
+    assert all(len(doc) < len(NITF) and b"long" not in doc for doc in carried.values())
+    # a filter below b4 -> b5 needs the whole message on b1 -> b2 -> b4 -> b5, not on b4 -> b6
+    _propagate(nodes, "b5", nodes["b5"].host("f1", 1, "/nitf/body", "t"))
+    out, carried, _ = _publish(nodes, "b1", NITF)
+    assert out == {"t1": [b"<t>Tide</t>"], "f1": [NITF]}
+    assert carried[("b1", "b2")] == NITF and carried[("b4", "b5")] == NITF and len(carried[("b4", "b6")]) < len(NITF)
+    # and when it goes, the projection comes back
+    _propagate(nodes, "b5", nodes["b5"].drop("f1", 2))
+    assert len(_publish(nodes, "b1", NITF)[1][("b1", "b2")]) < len(NITF)
+
+
+def test_a_projected_message_delivers_no_filter_result():
+    n = Node("b6", builtin("figure4"))
+    n.host("f", 1, "/nitf")
+    n.host("t", 1, TRANSFORM)
+    assert set(n.deliver(NITF)) == {"f", "t"} and set(n.deliver(NITF, projected=True)) == {"t"}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("budget", [None, Budget(atoms=3, states=12, predicates=2)])
+def test_an_overlay_of_nodes_delivers_what_the_centralized_engine_does(seed, budget):
+    """Transformation profiles spread over the brokers, filters on some, messages from
+    the generator: every result equals the centralized engine's, with exact and with
+    generalized routing tables."""
+    rng = random.Random(seed)
+    schema = Schema.nitf()
+    flwr, docs = FlwrGenerator(schema, seed=seed), DocGenerator(schema, seed=seed)
+    paths = ProfileGenerator(schema, n_preds=(0, 1), seed=seed)
+    nodes, truth = _overlay_of_nodes(budget), Engine()
+    for i in range(60):
+        # filters (which need the whole message) on b3 and b5 only: the links to b6 can project
+        if rng.random() < 0.7:
+            text, host = flwr.spec().text(), rng.choice(sorted(nodes))
+        else:
+            text, host = paths.generate(), rng.choice(["b3", "b5"])
+        _propagate(nodes, host, nodes[host].host(f"p{i}", 1, text, "t"))
+        truth.add(f"p{i}", text)
+    projected = 0
+    for _ in range(40):
+        xml = docs.generate()
+        out, _, projections = _publish(nodes, "b1", xml)
+        assert out == truth.run(xml, xml=xml)
+        projected += projections
+    assert projected  # the links to b6 carried projections
