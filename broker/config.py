@@ -127,6 +127,3 @@ BROKER_TABLE_BUDGET = os.environ.get("ONYX_TABLE_BUDGET") or None
 view generalized to fit it (ONYX 4.2.1; false positives, never a false negative), see
 :mod:`routing.generalize`. Unset: tables are exact. A broker of the overlay config with
 a ``budget`` of its own uses that instead."""
-
-BROKER_TABLE_SAMPLES = int(os.environ.get("ONYX_TABLE_SAMPLES", "32"))
-"""Recent messages a budgeted routing table measures its generalizations on (ONYX_TABLE_SAMPLES)."""
