@@ -145,8 +145,12 @@ class Copies:
         permanent generation. PySpark's worker runs a full ``gc.collect()`` after every
         task; over the millions of objects of 100k profiles' engines and tables that
         pass takes about a second, every task, unless they are frozen (``gc.freeze``,
-        which is cheap: it moves lists). Only then, so that little garbage is frozen."""
+        which is cheap: it moves lists). Only then, so that little garbage is frozen; and
+        what a routing table builds on demand (its atom engine, lazy atoms) is built first,
+        or it would stay out of the permanent generation until the next change."""
         if self.grown:
+            for copy in self.copies.values():
+                copy.plan.node.warm()  # what routing builds on demand, built and frozen now
             gc.collect()
             gc.freeze()
             self.grown = False

@@ -172,6 +172,11 @@ class Node:
         parent = self.overlay.tree(root).parent[self.broker]
         return [] if parent is None else [Up(parent, root, delta)]
 
+    def warm(self) -> None:
+        """Build now what routing would build at the next message (the atom engine and
+        its compiled lazy atoms), so that a change's cost is paid with the change."""
+        self.engine.warm()
+
     # -- data plane --------------------------------------------------------------------
 
     def children(self, root: str) -> list[str]:
