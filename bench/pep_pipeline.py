@@ -14,7 +14,7 @@ the host of each profile differs:
   ``uniform`` interests this is random; with ``geo`` interests neighbours share
   vocabulary and values);
 * ``random`` -- a uniformly random broker;
-* ``pep`` -- :func:`routing.placement.pep_placement`: PEP partitions (4 per broker)
+* ``pep`` -- the ``pep`` strategy of :mod:`routing.placement`: PEP partitions (4 per broker)
   learned online from the profiles registered so far, the NITF schema telling which
   patterns occur at most once.
 
@@ -47,12 +47,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from routing.placement import PLACEMENTS
 from routing.simulate import Config, Simulation
 from routing.workload import Interests
 from yfilter.generators import Schema
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PLACEMENTS = ("nearest", "random", "pep")
+"""The placements compared (strategies of :mod:`routing.placement`)."""
 
 
 def measure(config: Config, preds: tuple[int, int]) -> dict:

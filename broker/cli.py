@@ -12,8 +12,8 @@ from pathlib import Path
 from broker import config
 from broker.clients import ApiError
 from broker.errors import KafkaStartError, SetupError
-from broker.placement import STRATEGIES
 from routing.overlay import OverlayError
+from routing.placement import STRATEGIES
 
 
 def _say(line: str = "") -> None:

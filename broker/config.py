@@ -70,8 +70,9 @@ ADMIN_TOKEN = os.environ.get("ONYX_ADMIN_TOKEN") or None
 ``X-Onyx-Admin-Token`` (ONYX_ADMIN_TOKEN); unset, those endpoints are disabled."""
 
 PLACEMENT = os.environ.get("ONYX_PLACEMENT", "nearest")
-"""How a profile's host broker is chosen (ONYX_PLACEMENT): ``nearest`` (the subscriber's hint, else
-round robin), ``round-robin``, or ``pep`` (PEP partitioning by exclusiveness patterns)."""
+"""How a profile's host broker is chosen (ONYX_PLACEMENT), a strategy of :mod:`routing.placement`:
+``nearest`` (the subscriber's hint, else round robin), ``round-robin``, ``random``, or ``pep`` (PEP
+partitioning by exclusiveness patterns)."""
 
 PEP_PARTITIONS_PER_BROKER = int(os.environ.get("ONYX_PEP_PARTITIONS_PER_BROKER", "4"))
 """PEP partitions per broker (ONYX_PEP_PARTITIONS_PER_BROKER) for the ``pep`` placement."""

@@ -28,14 +28,14 @@ from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 
-from broker import topics
+from broker import config, topics
 from broker.control_packets import PacketSendError, Sender, announce_profile, announce_source, source_dictionary
-from broker.placement import PlacementError, PlacementRequest, make_strategy
 from broker.store import DuplicateError, ProfileRecord, SourceRecord, Store
 from broker.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
 from broker.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
 from formats.errors import FormatError
 from routing.overlay import Overlay
+from routing.placement import PlacementError, PlacementOptions, PlacementRequest, make_strategy
 from yfilter import Engine, ProfileError
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -172,7 +172,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     handed out (default: none are created)."""
     refuse_internal_profiles(store, sender)
     subscribers = Subscribers(store, topic_admin or NoTopicAdmin(), taken=overlay.brokers)
-    placer = make_strategy(placement, overlay)
+    tuning = PlacementOptions(partitions_per_broker=config.PEP_PARTITIONS_PER_BROKER, tolerance=config.PEP_TOLERANCE)
+    placer = make_strategy(placement, overlay, tuning)
     placer.restore((p.id, p.text, p.host_broker) for p in store.list_profiles())
     placing = threading.Lock()  # requests run in a thread pool; strategies keep state
     app = FastAPI(title="Onyx registration service", version="0.1.0",
@@ -270,8 +271,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         subscribers.check_topic(subscriber_id, requested)  # refused before anything is stored
         profile_id = uuid.uuid4().hex[:16]
         with placing:
-            host = placer.choose(PlacementRequest(overlay, store.profile_counts(), body.near, body.location,
-                                                  body.text, profile_id))
+            host = placer.choose(PlacementRequest(profile_id, body.text, body.near, body.location,
+                                                  store.profile_counts()))
             token = secrets.token_urlsafe(24)
             try:
                 with store.transaction() as tx:

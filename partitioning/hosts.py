@@ -1,5 +1,6 @@
-"""Choosing host brokers by PEP, one profile at a time: what the registration
-service's ``pep`` strategy and the routing simulator's ``pep`` placement call.
+"""Choosing host brokers by PEP, one profile at a time: what the ``pep`` placement
+strategy (:mod:`routing.placement`, for the registration service and the routing
+simulator) calls.
 
 A :class:`PepHosts` keeps an incremental :class:`~partitioning.pep.PepPartitioner`
 with ``partitions_per_broker`` partitions per broker, placed on the brokers by

@@ -53,7 +53,8 @@ from routing.dnf import RoutingQuery, map_profile
 from routing.generalize import Budget, BudgetError
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
-from routing.placement import PLACEMENTS, Placement, Subscription, by_name
+from routing.placement import (STRATEGIES as PLACEMENTS, Placement, PlacementOptions,
+                               PlacementRequest as Subscription, make_strategy)
 from routing.projection import WHOLE
 from routing.restructure import Reads, Restructuring, TransformPlan, reads, remainder, remainder_namespaces
 from routing.table import Delta, RoutingTable
@@ -202,7 +203,8 @@ class Simulation:
                                          transform=config.transform, bindings=config.bindings)
         self.messages = Messages(schema, config.seed, corpus)
         if placement is None:
-            placement = by_name(config.placement, self.overlay, config.seed, schema)
+            tuning = PlacementOptions(seed=config.seed, schema=schema)
+            placement = make_strategy(config.placement, self.overlay, tuning).choose
         self.place = placement
         budget = config.budget if config.generalize else None
         # Whether an atom matches a message does not depend on the broker asking, so

@@ -1,4 +1,5 @@
-"""Partitions on brokers (capacity, distance), hosts, moves; PEP as a host chooser."""
+"""Partitions on brokers (capacity, distance), hosts, moves; PEP as a host chooser
+(the placement strategies that use it: tests/routing/test_placement.py)."""
 
 from collections import Counter
 
@@ -8,8 +9,6 @@ from partitioning import BrokerSite, PartitioningError, PepHosts, PepPartitioner
 from partitioning.placement import assign_hosts, moves
 from partitioning.predicates import equalities
 from routing.overlay import builtin
-from routing.placement import PLACEMENTS, Subscription, by_name
-from routing.simulate import Config, Simulation
 
 
 def test_capacity_sets_each_brokers_share():
@@ -75,15 +74,3 @@ def test_pep_hosts_incremental_then_rebalance_applies_moves_as_deltas():
     # Same values, same broker: a new profile joins the profiles it cannot be told apart from.
     same = {hosts.place(f"n{i}", "/nitf[head/docdata/doc-id/@id-string = 'AP.7']") for i in range(3)}
     assert len(same) == 1
-
-
-def test_the_simulators_pep_placement_routes_without_false_negatives():
-    assert "pep" in PLACEMENTS
-    place = by_name("pep", builtin())
-    assert place(Subscription("p1", "/nitf[@version = 'x']", home="b2")) in builtin().brokers
-    config = Config(brokers=8, profiles=300, messages=30, placement="pep", overlay="tree", sources=2)
-    report = Simulation(config).run()
-    assert report["false_negatives"] == 0 and report["delivery_mismatches"] == 0
-    assert report["table_mismatches"] == 0 and report["config"]["placement"] == "pep"
-    with pytest.raises(ValueError, match="unknown placement"):
-        by_name("nope", builtin())

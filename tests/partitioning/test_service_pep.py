@@ -6,7 +6,6 @@ from collections import Counter
 import pytest
 from fastapi.testclient import TestClient
 
-from broker.placement import STRATEGIES, PlacementRequest, make_strategy
 from broker.service import create_app
 from broker.store import Store
 from routing.overlay import builtin
@@ -30,14 +29,6 @@ def _host(client, text):
     r = client.post("/profiles", json={"text": text})
     assert r.status_code == 201, r.text
     return r.json()["host_broker"]
-
-
-def test_pep_is_a_registered_strategy():
-    assert "pep" in STRATEGIES
-    overlay = builtin()
-    pep = make_strategy("pep", overlay)
-    assert pep.choose(PlacementRequest(overlay, text="/nitf")) in overlay.brokers
-    assert pep.choose(PlacementRequest(overlay)) in overlay.brokers  # no text: round robin
 
 
 def test_profiles_with_the_same_value_share_a_host_and_values_spread_over_brokers(client):

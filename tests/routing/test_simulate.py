@@ -10,7 +10,7 @@ import routing.placement
 import routing.report
 import routing.workload
 from routing.budget import Budget
-from routing.placement import Subscription
+from routing.placement import PlacementRequest
 from routing.simulate import Config, Simulation, SimulationError, main
 
 SMALL = dict(brokers=14, profiles=400, messages=30, churn=0.5, sources=2, replay=0.3, samples=6)
@@ -83,8 +83,8 @@ def test_runs_are_deterministic():
 def test_placement_is_pluggable_and_checked():
     hosts = []
 
-    def first_broker(sub: Subscription) -> str:
-        hosts.append(sub.home)
+    def first_broker(req: PlacementRequest) -> str:
+        hosts.append(req.near)
         return "b1"
 
     r = Simulation(Config(**{**SMALL, "churn": 0.0}), placement=first_broker).run()
