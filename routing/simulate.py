@@ -257,6 +257,7 @@ class Simulation:
         self._progress = progress or (lambda phase, done, total, info: None)
 
     def _nodes(self, engine: AtomEngine | None, namespaces: dict[str, str]) -> dict[str, Node]:
+        """One node per broker, with the run's budget when it generalizes."""
         cfg = self.config
         budget = cfg.budget if cfg.generalize else None
         return {b: Node(b, self.overlay, budget, samples=cfg.samples, engine=engine, namespaces=namespaces)
@@ -276,7 +277,8 @@ class Simulation:
 
     def flush(self) -> None:
         """Deliver every delta in flight, in a shuffled order with replays, to the
-        parent's node, and put what it sends on in flight."""
+        parent's node (``Collect()``, ONYX 4.2.1), and put what it sends on
+        (``Aggregate()``) in flight."""
         pending, rng, replay = self._pending, self.rng, self.config.replay
         t0 = time.perf_counter()
         while pending:
@@ -384,11 +386,11 @@ class Simulation:
 
     # -- messages --------------------------------------------------------------------
     def publish(self, xml: bytes) -> None:
-        """Route one message from a random source down its tree, node by node, and
-        check it against the truth; then the same with early restructuring
-        (:meth:`_publish_restructured`). A broker decodes what it received once, as a
-        running broker does, and its node routes, projects and matches the decoded
-        :class:`formats.Message`."""
+        """Route one message from a random source down its tree, node by node (ONYX
+        4.2.2 and 4.3.1), and check it against the truth; then the same with early
+        restructuring (:meth:`_publish_restructured`). A broker decodes what it
+        received once, as a running broker does, and its node routes, projects and
+        matches the decoded :class:`formats.Message`."""
         timings, t = self.totals.timings, self.totals
         source = self.rng.choice(self._sources)
         root = self.overlay.root_of(source)
