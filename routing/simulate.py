@@ -1,37 +1,68 @@
-"""The routing simulator: ONYX's query and data planes in one process.
+"""The routing simulator: ONYX's query and data planes in one process, run by the
+brokers' own code.
 
 ``python -m routing.simulate --brokers 100 --profiles 10000 --messages 500 --churn 0.1``
 
-An overlay of N brokers (a generator of :mod:`routing.generators`) with one
-broadcast tree per source root. Subscribers' profiles (:mod:`routing.workload`) are
-placed on host brokers by a :data:`~routing.placement.Placement`; each host matches
-its profiles with its own :class:`yfilter.Engine`, and every registration, update or
-deletion travels up every tree as a :class:`~routing.table.Delta`, hop by hop, each
-broker applying it to its :class:`~routing.table.RoutingTable` and forwarding it if
-it was news. Deltas in flight are delivered in a shuffled order and some are
-replayed (``--replay``), so versioning and idempotence are exercised all the time.
+An overlay of N brokers (a generator of :mod:`routing.generators`) with one broadcast
+tree per source root. Every broker is a :class:`~routing.node.Node`, the code the
+running broker wraps (ONYX 4.2-4.3); the simulator is their transport and referee.
+Subscribers' profiles (:mod:`routing.workload`) are placed on host brokers by a
+:data:`~routing.placement.Placement` and registered, updated and deleted with the
+host's :meth:`~routing.node.Node.host` / :meth:`~routing.node.Node.drop` (``Map()``).
+The routing deltas a node returns (:class:`~routing.node.Up`) go in flight, and each is
+delivered to its parent's :meth:`~routing.node.Node.collect` (``Collect()`` and
+``Aggregate()``), which returns the next hop's. Deltas in flight are delivered in a
+shuffled order and some are replayed (``--replay``), so versioning and idempotence are
+exercised all the time.
 
-Messages are published at random sources and routed down the source's tree; a
-centralized engine over all live profiles is the ground truth. Per message the
-simulator checks that every host with a matching profile was reached (else a false
-negative) and that the set of profiles delivered is exactly the expected one, and
-counts, per link, messages and bytes forwarded, forwardings nobody downstream needed
-(false positives), what perfect routing would forward, and what flooding (every
-message over every tree link) costs. With transformation profiles (``--transform
-FRACTION``), each link also keeps a :class:`~routing.restructure.TransformPlan` of
-the needs below it; a link whose profiles all read parts of the message carries the
-projection (early projection), each broker projects what it received, and every
-host runs its profiles on the message as it arrived: their results are compared
-with the centralized engine's on the whole message. The same message is also sent
-with early restructuring (:mod:`routing.restructure`): a link whose plan meets the
-three conditions carries the restructured document, a broker that received one routes
-it with a second set of routing tables holding the routing queries of the profiles'
-remainder queries (sent up the trees as deltas like the others) and restructures it
-again for the links below, and every host that received one runs the remainder
-queries on it; their results, deliveries and reach are checked like the others. With
-``--bindings N`` transformation profiles share N for paths. Churn (``--churn FRACTION`` of the profile
-count in adds, updates and deletes) is interleaved with the messages. At the end
-every routing table is compared with one built from scratch from the live profiles.
+Messages are published at random sources and go down the source's tree as brokers send
+them: each reached node's :meth:`~routing.node.Node.forwards`, on what the node
+received, gives the links the message goes down and what each carries — the message
+as it came, or its projection when every profile below the link reads only parts of it
+(early projection, ONYX 4.2.2: the link's plan merges the needs the deltas carried up)
+— and its :meth:`~routing.node.Node.deliver` gives its profiles' results. A centralized
+engine over all live profiles is the ground truth. Per message the simulator checks
+that every host with a matching profile was reached (else a false negative), that the
+set of profiles delivered is exactly the expected one, and that every host that
+received a projection gave each profile the centralized engine's results on the whole
+message. It counts, per link, messages and bytes forwarded, the bytes the links
+carried with early projection, forwardings nobody downstream needed (false
+positives), what perfect routing would forward, and what flooding (every message over
+every tree link) costs. With ``--transform FRACTION`` that share of the profiles are
+transformation profiles; with ``--bindings N`` they share N for paths. Churn
+(``--churn FRACTION`` of the profile count in adds, updates and deletes) is
+interleaved with the messages. At the end every routing table is compared with one
+built from scratch from the live profiles: entries and projections.
+
+Because a broker routes what it received, some numbers mean what a broker does, not
+what routing the whole message at every broker would give:
+
+* ``link_messages`` and ``false_positive_link_messages``: below a projecting link a
+  node matches its routing queries on the projection. It keeps everything a profile
+  below reads, so no needed link is lost, but a generalized conjunction
+  (``--generalize``) may match a projection differently from the whole message.
+* ``delta_bytes``: a delta carries the profile's need (what it reads) with its
+  routing query, and both are counted.
+* ``updates_without_delta``: a node sends a delta for every update (the need may
+  change while the routing query does not), so only an update on a host that is the
+  root of every tree sends none.
+* ``--engine per-broker``: each node has its own atom engine, shared by its tables
+  (as in the running broker); ``shared``, the default, is one for every node.
+
+Early restructuring (:mod:`routing.restructure`) is simulator-only: the running
+broker does not restructure. Each message is sent a second time with it. Down to the
+first restructured link everything is as in the first run (its decisions are reused);
+a link restructures when its :class:`~routing.restructure.TransformPlan` meets the
+three conditions, and a broker that received a restructured document routes it with,
+and runs its hosted profiles as, their remainder queries, which a second node per
+broker holds (``rem_nodes``: hosted and sent up the trees by the same node code, as
+"remainder deltas"). What stays in the simulator is the decision to restructure and
+the restructuring itself: conditions 2 and 3 need each profile's binding (its for
+path) and where its clauses read, which routing deltas do not carry. So the simulator
+keeps one plan per link of each tree, counting the reads of the profiles below it,
+updated at once when a profile changes rather than hop by hop (a flush precedes every
+message, so plans and tables agree then; both are checked against a rebuild at the
+end), and restructures at the sending broker with :class:`~routing.restructure.Restructuring`.
 
 Everything is seeded: the same command prints the same numbers (timings aside).
 """
@@ -42,31 +73,29 @@ import argparse
 import random
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import formats
 from routing import generators
-from routing.dnf import RoutingQuery, map_profile
 from routing.generalize import Budget, BudgetError
 from routing.matcher import AtomEngine
+from routing.node import Node, Up
 from routing.overlay import Overlay
-from routing.placement import (STRATEGIES as PLACEMENTS, Placement, PlacementOptions,
-                               PlacementRequest as Subscription, make_strategy)
-from routing.projection import WHOLE
-from routing.restructure import Reads, Restructuring, TransformPlan, reads, remainder, remainder_namespaces
-from routing.table import Delta, RoutingTable
+from routing.placement import STRATEGIES, Placement, PlacementOptions, PlacementRequest, make_strategy
+from routing.projection import WHOLE, LinkPlan, render
+from routing.restructure import Reads, TransformPlan, reads, remainder, remainder_namespaces
+from routing.table import Delta
 from routing.trees import BroadcastTree
 from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
 from yfilter import Engine
 from yfilter.generators import Schema
-from yfilter.flwr import is_flwr, parse_flwr
-from yfilter.parser import parse
+from yfilter.flwr import is_flwr
 
 OVERLAYS = ("geometric", "transit-stub", "tree", "ring")
-ENGINES = ("shared", "per-table")
+ENGINES = ("shared", "per-broker")
 DEFAULT_BUDGET = Budget(atoms=1000, states=3000, predicates=300)
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 
@@ -114,7 +143,7 @@ class Config:
         if not 1 <= self.sources <= self.brokers:
             raise SimulationError(f"--sources must be between 1 and the number of brokers ({self.brokers})")
         for name, value, allowed in (("overlay", self.overlay, OVERLAYS), ("interests", self.interests, INTERESTS),
-                                     ("placement", self.placement, PLACEMENTS), ("engine", self.engine, ENGINES)):
+                                     ("placement", self.placement, STRATEGIES), ("engine", self.engine, ENGINES)):
             if value not in allowed:
                 raise SimulationError(f"unknown --{name} {value!r}; choose from {', '.join(allowed)}")
 
@@ -130,16 +159,15 @@ def build_overlay(kind: str, brokers: int, sources: int, seed: int) -> Overlay:
     return generators.ring(brokers, sources=sources, seed=seed)
 
 
+
 @dataclass
 class _Profile:
     host: str
     home: str
     version: int
     text: str
-    query: RoutingQuery
-    reads: Reads
+    reads: Reads  # for the restructuring plans of the links above its host
     rem_text: str | None  # the remainder query of a transformation profile
-    rem_query: RoutingQuery | None  # and its routing query
 
 
 @dataclass
@@ -206,32 +234,35 @@ class Simulation:
             tuning = PlacementOptions(seed=config.seed, schema=schema)
             placement = make_strategy(config.placement, self.overlay, tuning).choose
         self.place = placement
-        budget = config.budget if config.generalize else None
         # Whether an atom matches a message does not depend on the broker asking, so
-        # by default every table shares one atom engine and a message is matched
+        # by default every node shares one atom engine and a message is matched
         # against the atoms once; the tables' counting steps stay per table.
         shared = AtomEngine() if config.engine == "shared" else None
-        self.tables = {root: {b: RoutingTable(b, budget, samples=config.samples, engine=shared)
-                              for b in self.brokers}
-                       for root in self.trees}
-        self.local = {b: Engine(self.namespaces) for b in self.brokers}
+        self.nodes = self._nodes(shared, self.namespaces)
         self.truth = Engine(self.namespaces)
-        self.plans: dict[tuple[str, str, str], TransformPlan] = {}  # (root, parent, child)
-        # Remainder queries: routing tables and host engines for restructured documents.
+        # Early restructuring (simulator-only, see the module docstring): the nodes of
+        # remainder queries, and each link's plan, by (root, parent, child).
         self.rem_namespaces = remainder_namespaces(self.namespaces) if config.transform else {}
-        self.rem_tables = {root: {b: RoutingTable(b, budget, samples=config.samples, engine=shared)
-                                  for b in self.brokers}
-                           for root in self.trees} if config.transform else {}
-        self.rem_local = {b: Engine(self.rem_namespaces) for b in self.brokers} if config.transform else {}
+        self.rem_nodes = self._nodes(shared, self.rem_namespaces) if config.transform else {}
+        self.restructure_plans: dict[tuple[str, str, str], TransformPlan] = {}
         self.profiles: dict[str, _Profile] = {}
         self.links: dict[tuple[str, str], _Link] = {}
         self.delivered: Counter[str] = Counter()
         self.expected: Counter[str] = Counter()
         self.totals = _Totals()
         self._sources = sorted(self.overlay.sources)
-        self._pending: list[tuple[str, str, str, Delta, int, bool]] = []
+        # Deltas in flight: (the sender, the delta for its parent, its size, whether it
+        # is a remainder query's).
+        self._pending: list[tuple[str, Up, int, bool]] = []
         self._next_id = 0
         self._progress = progress or (lambda phase, done, total, info: None)
+
+    def _nodes(self, engine: AtomEngine | None, namespaces: dict[str, str]) -> dict[str, Node]:
+        """One node per broker, with the run's budget when it generalizes."""
+        cfg = self.config
+        budget = cfg.budget if cfg.generalize else None
+        return {b: Node(b, self.overlay, budget, samples=cfg.samples, engine=engine, namespaces=namespaces)
+                for b in self.brokers}
 
     # -- profiles and deltas --------------------------------------------------------
     def _link(self, a: str, b: str) -> _Link:
@@ -240,26 +271,23 @@ class Simulation:
             link = self.links[(a, b)] = _Link()
         return link
 
-    def _send(self, host: str, delta: Delta, remainder: bool = False) -> None:
-        """Send ``delta`` up every tree from ``host``, for the routing tables of
-        remainder queries if ``remainder``."""
-        size = _delta_size(delta)
-        for root, tree in self.trees.items():
-            parent = tree.parent[host]
-            if parent is not None:
-                self._pending.append((root, host, parent, delta, size, remainder))
+    def _send(self, sender: str, ups: list[Up], remainder: bool = False) -> None:
+        """Put the routing deltas ``sender``'s node returned in flight (those of the
+        nodes of remainder queries if ``remainder``)."""
+        self._pending += [(sender, up, _delta_size(up.delta), remainder) for up in ups]
 
     def flush(self) -> None:
-        """Deliver every delta in flight, in a shuffled order with replays; each
-        broker forwards a delta to its parent when it changed its table."""
+        """Deliver every delta in flight, in a shuffled order with replays, to the
+        parent's node (``Collect()``, ONYX 4.2.1), and put what it sends on
+        (``Aggregate()``) in flight."""
         pending, rng, replay = self._pending, self.rng, self.config.replay
         t0 = time.perf_counter()
         while pending:
             i = rng.randrange(len(pending))
             pending[i], pending[-1] = pending[-1], pending[i]
             item = pending.pop()
-            root, child, broker, delta, size, rem = item
-            link = self._link(child, broker)
+            child, up, size, rem = item
+            link = self._link(child, up.parent)
             if rem:
                 link.remainder_deltas += 1
                 link.remainder_delta_bytes += size
@@ -268,53 +296,56 @@ class Simulation:
                 link.delta_bytes += size
             if replay and rng.random() < replay:
                 pending.append(item)
-            if (self.rem_tables if rem else self.tables)[root][broker].apply(child, delta):
-                parent = self.trees[root].parent[broker]
-                if parent is not None:
-                    pending.append((root, broker, parent, delta, size, rem))
+            node = (self.rem_nodes if rem else self.nodes)[up.parent]
+            # Aggregate() forwards the delta it collected: its size is the same.
+            pending += [(up.parent, nxt, size, rem) for nxt in node.collect(up.root, child, up.delta)]
         self.totals.timings["deltas"] += time.perf_counter() - t0
 
-    def _query(self, text: str) -> RoutingQuery:
-        if is_flwr(text):
-            return map_profile(parse_flwr(text, self.namespaces).filter_path())
-        return map_profile(parse(text, self.namespaces))
-
-    def _remainder(self, text: str) -> tuple[str | None, RoutingQuery | None]:
-        """The remainder query of a transformation profile and its routing query."""
+    def _remainder(self, text: str) -> str | None:
+        """The remainder query of a transformation profile (with ``--transform``)."""
         if not self.config.transform or not is_flwr(text):
-            return None, None
-        rem = remainder(text, self.namespaces)
-        return rem, map_profile(parse_flwr(rem, self.rem_namespaces).filter_path())
+            return None
+        return remainder(text, self.namespaces)
 
-    def _plan(self, host: str, n: Reads, times: int) -> None:
-        """Count a profile's reads in (or out of) every link above its host, in every tree:
-        a broker's plan for its parent link is the merge of its children's and its own."""
+    def _reads(self, text: str) -> Reads:
+        return reads(text, self.namespaces) if self.config.transform else Reads(WHOLE, None)
+
+    def _plan(self, host: str, r: Reads, times: int) -> None:
+        """Count a profile's reads in (or out of) the restructuring plan of every link
+        above its host, in every tree."""
         if not self.config.transform:
             return
         for root, tree in self.trees.items():
             for parent, b in tree.links_up(host):
-                plan = self.plans.get((root, parent, b))
+                plan = self.restructure_plans.get((root, parent, b))
                 if plan is None:
-                    plan = self.plans[(root, parent, b)] = TransformPlan()
-                plan.add(n, times)
+                    plan = self.restructure_plans[(root, parent, b)] = TransformPlan()
+                plan.add(r, times)
+
+    def _host(self, pid: str, p: _Profile) -> int:
+        """Register ``p`` (new or updated) on its host's nodes; the number of routing
+        deltas it sends up."""
+        ups = self.nodes[p.host].host(pid, p.version, p.text)
+        self._send(p.host, ups)
+        rem_text, p.rem_text = p.rem_text, self._remainder(p.text)
+        if p.rem_text is not None:
+            self._send(p.host, self.rem_nodes[p.host].host(pid, p.version, p.rem_text), remainder=True)
+        elif rem_text is not None:  # a transformation profile became a filter
+            self._send(p.host, self.rem_nodes[p.host].drop(pid, p.version), remainder=True)
+        return len(ups)
 
     def add_profile(self) -> str:
         pid = f"p{self._next_id}"
         self._next_id += 1
         home = self.rng.choice(self.brokers)
         text = self.interests.generate(home)
-        host = self.place(Subscription(pid, text, home))
-        if host not in self.local:
+        host = self.place(PlacementRequest(pid, text, near=home))
+        if host not in self.nodes:
             raise SimulationError(f"placement put profile {pid} on unknown broker {host!r}")
-        self.profiles[pid] = p = _Profile(host, home, 1, text, self._query(text), self._reads(text),
-                                          *self._remainder(text))
+        self.profiles[pid] = p = _Profile(host, home, 1, text, self._reads(text), None)
         self._plan(host, p.reads, 1)
-        self.local[host].add(pid, text)
         self.truth.add(pid, text)
-        self._send(host, Delta(pid, 1, p.query))
-        if p.rem_text is not None:
-            self.rem_local[host].add(pid, p.rem_text)
-            self._send(host, Delta(pid, 1, p.rem_query), remainder=True)
+        self._host(pid, p)
         self.totals.adds += 1
         return pid
 
@@ -322,40 +353,22 @@ class Simulation:
         p = self.profiles[pid]
         p.text = self.interests.generate(p.home)
         p.version += 1
-        query = self._query(p.text)
         self._plan(p.host, p.reads, -1)
         p.reads = self._reads(p.text)
         self._plan(p.host, p.reads, 1)
-        self.local[p.host].add(pid, p.text)
         self.truth.add(pid, p.text)
         self.totals.updates += 1
-        rem_text, rem_query = self._remainder(p.text)
-        if rem_text is not None:
-            self.rem_local[p.host].add(pid, rem_text)
-        elif p.rem_text is not None:
-            self.rem_local[p.host].remove(pid)
-        if rem_query != p.rem_query:
-            self._send(p.host, Delta(pid, p.version, rem_query), remainder=True)
-        p.rem_text, p.rem_query = rem_text, rem_query
-        if query == p.query:
-            self.totals.suppressed_updates += 1  # same routing query: nothing to tell upstream
-            return
-        p.query = query
-        self._send(p.host, Delta(pid, p.version, query))
+        if not self._host(pid, p):
+            self.totals.suppressed_updates += 1
 
     def delete_profile(self, pid: str) -> None:
         p = self.profiles.pop(pid)
         self._plan(p.host, p.reads, -1)
-        self.local[p.host].remove(pid)
         self.truth.remove(pid)
-        self._send(p.host, Delta(pid, p.version + 1, None))
+        self._send(p.host, self.nodes[p.host].drop(pid, p.version + 1))
         if p.rem_text is not None:
-            self.rem_local[p.host].remove(pid)
-            self._send(p.host, Delta(pid, p.version + 1, None), remainder=True)
+            self._send(p.host, self.rem_nodes[p.host].drop(pid, p.version + 1), remainder=True)
         self.totals.deletes += 1
-
-    def _reads(self, text: str) -> Reads:
-        return reads(text, self.namespaces) if self.config.transform else Reads(WHOLE, None)
 
     def churn(self) -> None:
         """One add, update or delete, equally likely (adds when nothing is live)."""
@@ -374,14 +387,15 @@ class Simulation:
 
     # -- messages --------------------------------------------------------------------
     def publish(self, xml: bytes) -> None:
-        """Route one message from a random source and check it against the truth,
-        then the same with early restructuring (:meth:`_publish_restructured`). The
-        message is parsed once, as a broker receiving it would, and every engine on
-        its way matches the decoded :class:`formats.Message`."""
-        timings = self.totals.timings
+        """Route one message from a random source down its tree, node by node (ONYX
+        4.2.2 and 4.3.1), and check it against the truth; then the same with early
+        restructuring (:meth:`_publish_restructured`). A broker decodes what it
+        received once, as a running broker does, and its node routes, projects and
+        matches the decoded :class:`formats.Message`."""
+        timings, t = self.totals.timings, self.totals
         source = self.rng.choice(self._sources)
         root = self.overlay.root_of(source)
-        tree, tables, size = self.trees[root], self.tables[root], len(xml)
+        tree, size = self.trees[root], len(xml)
 
         t0 = time.perf_counter()
         message = formats.decode("text", xml)
@@ -398,37 +412,47 @@ class Simulation:
                 b = tree.parent[b]
 
         # What each reached broker received: a projection (XML text), or None for the
-        # whole message; a broker projects what it received for a link further down.
+        # whole message; the links each chose, and what its profiles delivered.
         arrived: dict[str, bytes | None] = {root: None}
         routes: dict[str, list[str]] = {}
-        element = None
+        local: dict[str, frozenset[str]] = {}
+        truth: list[dict] = []  # the centralized engine's results, computed once if needed
 
-        def forward(b: str) -> list[str]:
-            nonlocal element
+        def visit(b: str) -> list[str]:
+            node, doc = self.nodes[b], arrived[b]
+            received = message
+            if doc is not None:
+                t0 = time.perf_counter()
+                received = formats.decode("text", doc)
+                timings["decode"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            routes[b] = sorted(tables[b].route(message))
-            timings["route"] += time.perf_counter() - t0
-            for c in routes[b]:
+            routes[b] = node.route(root, received)
+            t1 = time.perf_counter()
+            forwards = node.forwards(root, received, routes[b])
+            timings["route"] += t1 - t0
+            timings["project"] += time.perf_counter() - t1
+            for c, projection in forwards:
                 link = self._link(b, c)
                 link.messages += 1
                 link.bytes += size
                 if (b, c) not in needed:
                     link.false_positives += 1
-                plan = self.plans.get((root, b, c))
-                projection = plan.projection() if plan is not None else None
-                sent = None
-                if projection is not None:
-                    t0 = time.perf_counter()
-                    if arrived[b] is None and element is None:
-                        element = message.to_element()
-                    sent = projection.apply(element if arrived[b] is None else arrived[b])
-                    timings["project"] += time.perf_counter() - t0
-                    link.projected_messages += 1
+                link.projected_messages += projection is not None
+                # A link without a projection of its own carries what the broker received.
+                arrived[c] = sent = doc if projection is None else projection
                 link.projected_bytes += size if sent is None else len(sent)
-                arrived[c] = sent
+            if node.profiles:
+                t0 = time.perf_counter()
+                results = node.deliver(received, xml if doc is None else None, projected=doc is not None)
+                local[b] = frozenset(results)
+                if doc is not None:
+                    t.result_mismatches += _differing(results, self._truth_results(message, truth))
+                timings["local"] += time.perf_counter() - t0
             return routes[b]
 
-        reached = _descend(tree, forward)
+        # Brokers that received the whole message go first: it is one decoded object,
+        # whose atoms the shared engine then matches once for all of them.
+        reached = _descend(tree, visit, first=lambda b: arrived[b] is None)
         for b, c in tree.links():
             link = self._link(b, c)
             link.flooding_messages += 1
@@ -437,27 +461,12 @@ class Simulation:
                 link.ideal_messages += 1
                 link.ideal_bytes += size
 
-        t0 = time.perf_counter()
-        local: dict[str, frozenset[str]] = {}  # what each reached host delivered
-        truth: list[dict] = []  # the centralized engine's results, computed once if needed
-        for b in reached:
-            if not len(self.local[b]):
-                continue
-            got = arrived[b]
-            if got is None:
-                local[b] = self.local[b].match(message)
-                continue
-            results = self.local[b].run(got)
-            local[b] = frozenset(results)
-            self.totals.result_mismatches += _differing(results, self._truth_results(message, truth))
         delivered = frozenset().union(*local.values())
-        timings["local"] += time.perf_counter() - t0
-
         at = set(reached)
-        self.totals.expected += len(expected)
-        self.totals.delivered += len(delivered)
-        self.totals.false_negatives += sum(1 for pid in expected if self.profiles[pid].host not in at)
-        self.totals.mismatches += len(expected ^ delivered)
+        t.expected += len(expected)
+        t.delivered += len(delivered)
+        t.false_negatives += sum(1 for pid in expected if self.profiles[pid].host not in at)
+        t.mismatches += len(expected ^ delivered)
         self.expected.update(expected)
         self.delivered.update(delivered)
         self._publish_restructured(root, message, size, routes, arrived, local, expected, truth)
@@ -472,29 +481,39 @@ class Simulation:
                               projected: dict[str, bytes | None], local: dict[str, frozenset[str]],
                               expected: frozenset[str], truth: list[dict]) -> None:
         """The message of :meth:`publish` again, with early restructuring. Down to
-        the first restructured link everything is as without it (same tables, same
-        input: ``routes``, ``projected`` and ``local`` are reused); below one, a broker
-        routes what it received with the tables of remainder queries, restructures it
-        again for each link, and its hosted profiles run as remainder queries."""
+        the first restructured link everything is as without it (same nodes, same
+        input: ``routes``, ``projected`` and ``local`` are reused); below one, a
+        broker's node of remainder queries routes what it received and runs them on
+        it, and the simulator restructures it again for each link."""
         timings, t = self.totals.timings, self.totals
         tree = self.trees[root]
         # What each reached broker received: whether it is restructured, and the XML
         # text (None: the whole message).
         arrived: dict[str, tuple[bool, bytes | None]] = {root: (False, None)}
+        delivered: set[str] = set()
 
-        def forward(b: str) -> list[str]:
+        def visit(b: str) -> list[str]:
             restructured, doc = arrived[b]
-            if restructured:
-                t0 = time.perf_counter()
-                chosen = sorted(self.rem_tables[root][b].route(doc))
-                timings["route_restructured"] += time.perf_counter() - t0
-            else:
+            if not restructured:
                 chosen = routes[b]
+                delivered.update(local.get(b, ()))
+            else:
+                node = self.rem_nodes[b]
+                t0 = time.perf_counter()
+                received = formats.decode("text", doc)
+                chosen = node.route(root, received)
+                t1 = time.perf_counter()
+                timings["route_restructured"] += t1 - t0
+                if node.profiles:
+                    results = node.deliver(received, projected=True)
+                    delivered.update(results)
+                    t.restructured_result_mismatches += _differing(results, self._truth_results(message, truth))
+                timings["local_restructured"] += time.perf_counter() - t1
             for c in chosen:
                 link = self._link(b, c)
-                plan = self.plans.get((root, b, c))
-                how = plan.decision() if plan is not None else None
-                if isinstance(how, Restructuring):
+                plan = self.restructure_plans.get((root, b, c))
+                how = plan.restructuring() if plan is not None else None
+                if how is not None:
                     t0 = time.perf_counter()
                     sent = how.again(doc) if restructured else how.apply(message if doc is None else doc)
                     timings["restructure"] += time.perf_counter() - t0
@@ -502,7 +521,7 @@ class Simulation:
                     arrived[c] = (True, sent)
                 elif restructured:
                     raise SimulationError(f"link {b}>{c} below a restructured link cannot restructure "
-                                          f"(its plan: {how})")
+                                          f"(its plan: {plan.decision() if plan else None})")
                 else:
                     sent = projected[c]
                     arrived[c] = (False, sent)
@@ -510,23 +529,10 @@ class Simulation:
                 link.restructured_bytes += size if sent is None else len(sent)
             return chosen
 
-        reached = _descend(tree, forward)
-        t0 = time.perf_counter()
-        delivered: set[str] = set()
-        for b in reached:
-            if not len(self.local[b]):
-                continue
-            restructured, doc = arrived[b]
-            if not restructured:
-                delivered |= local[b]
-                continue
-            results = self.rem_local[b].run(doc)
-            delivered |= results.keys()
-            t.restructured_result_mismatches += _differing(results, self._truth_results(message, truth))
-        timings["local_restructured"] += time.perf_counter() - t0
-        at = set(reached)
+        at = set(_descend(tree, visit))
         t.restructured_false_negatives += sum(1 for pid in expected if self.profiles[pid].host not in at)
         t.restructured_mismatches += len(expected ^ delivered)
+
 
     # -- the whole run -----------------------------------------------------------------
     def run(self) -> dict:
@@ -565,28 +571,37 @@ class Simulation:
         self.totals.timings["total"] = time.perf_counter() - t_start
         return self.report(table_mismatches)
 
+
     def check_tables(self) -> int:
-        """Routing entries (tree, broker, link), of profiles and of remainder queries,
-        and link plans (projection and restructuring) that differ from those built
-        from scratch from the live profiles; 0 when deltas did their job."""
-        want: dict[tuple[str, str, str], set] = {}
-        want_rem: dict[tuple[str, str, str], set] = {}
+        """Routing entries and projections (tree, broker, link), of profiles and of
+        remainder queries, and restructuring plans that differ from those built from
+        scratch from the live profiles; 0 when deltas did their job."""
+        want: dict[tuple[bool, str, str, str], tuple[set, LinkPlan]] = {}
         plans: dict[tuple[str, str, str], TransformPlan] = {}
-        for p in self.profiles.values():
+        planes = ((False, self.nodes), (True, self.rem_nodes))
+        for pid, p in self.profiles.items():
+            # Map() of what each node hosts, from its text: not what the deltas carried.
+            deltas = [(rem, nodes[p.host].delta(pid)) for rem, nodes in planes
+                      if nodes and pid in nodes[p.host].profiles]
             for root, tree in self.trees.items():
                 for parent, b in tree.links_up(p.host):
-                    key = (root, parent, b)
-                    want.setdefault(key, set()).update(p.query)
+                    for rem, delta in deltas:
+                        conjunctions, plan = want.setdefault((rem, root, parent, b), (set(), LinkPlan()))
+                        conjunctions.update(delta.query)
+                        plan.add(delta.need)
                     if self.config.transform:
-                        plans.setdefault(key, TransformPlan()).add(p.reads)
-                        want_rem.setdefault(key, set()).update(p.rem_query or ())
-        bad = sum(1 for key in plans.keys() | self.plans.keys()
-                  if _plan_state(plans.get(key)) != _plan_state(self.plans.get(key)))
-        for all_tables, wanted in ((self.tables, want), (self.rem_tables, want_rem)):
-            for root, tables in all_tables.items():
-                for broker, table in tables.items():
-                    for child in set(table.links) | set(self.trees[root].children[broker]):
-                        if table.entry(child) != frozenset(wanted.get((root, broker, child), ())):
+                        plans.setdefault((root, parent, b), TransformPlan()).add(p.reads)
+        bad = sum(1 for key in plans.keys() | self.restructure_plans.keys()
+                  if _plan_state(plans.get(key)) != _plan_state(self.restructure_plans.get(key)))
+        for rem, nodes in planes:
+            for b, node in nodes.items():
+                for root, tree in self.trees.items():
+                    table = node.tables.get(root)
+                    for child in set(tree.children[b]) | set(table.links if table else ()):
+                        conjunctions, plan = want.get((rem, root, b, child), (set(), None))
+                        entry = table.entry(child) if table else frozenset()
+                        projection = table.projection(child) if table else None
+                        if entry != frozenset(conjunctions) or projection != (plan.projection() if plan else None):
                             bad += 1
         return bad
 
@@ -595,7 +610,7 @@ class Simulation:
         t = self.totals
         links = {f"{a}>{b}": asdict(v) for (a, b), v in sorted(self.links.items())}
         total = lambda key: sum(v[key] for v in links.values())  # noqa: E731
-        sizes = [tab.stats() for tables in self.tables.values() for tab in tables.values() if tab.links]
+        sizes = [tab.stats() for node in self.nodes.values() for tab in node.tables.values() if tab.links]
         exact_profiles = sum(1 for pid in self.expected.keys() | self.delivered.keys()
                              if self.expected[pid] == self.delivered[pid])
         cfg = asdict(self.config)
@@ -641,16 +656,20 @@ class Simulation:
         }
 
 
-def _descend(tree: BroadcastTree, forward: Callable[[str], list[str]]) -> list[str]:
-    """Send a message down ``tree``: ``forward(b)`` handles it at broker ``b`` (which
-    has children) and says which of them it goes to. Returns the brokers reached, in
-    breadth-first order from the root."""
-    reached, i = [tree.root], 0
-    while i < len(reached):
-        b = reached[i]
-        i += 1
-        if tree.children[b]:
-            reached.extend(forward(b))
+
+def _descend(tree: BroadcastTree, visit: Callable[[str], list[str]],
+             first: Callable[[str], bool] | None = None) -> list[str]:
+    """Send a message down ``tree``: ``visit(b)`` handles it at broker ``b`` and says
+    which children it goes to. Breadth first, except that brokers ``first`` holds for
+    (asked when they are reached) are all visited before the others. Returns the
+    brokers reached, in the order visited."""
+    reached: list[str] = []
+    now, later = deque([tree.root]), deque()
+    while now or later:
+        b = (now or later).popleft()
+        reached.append(b)
+        for c in visit(b):
+            (now if first is None or first(c) else later).append(c)
     return reached
 
 
@@ -664,9 +683,14 @@ def _differing(results: dict[str, list[bytes]], truth: dict[str, list[bytes]]) -
 
 
 def _delta_size(delta: Delta) -> int:
-    if delta.query is None:
-        return len(delta.profile_id) + 16
-    return len(delta.profile_id) + 16 + sum(len(a) + 3 for c in delta.query for a in c)
+    """About what ``delta`` takes on a link: the profile id, the version, the routing
+    query's atoms and the paths the profile reads."""
+    size = len(delta.profile_id) + 16
+    if delta.query is not None:
+        size += sum(len(a) + 3 for c in delta.query for a in c)
+    if delta.need is not WHOLE:
+        size += sum(len(render(k)) + 3 for k in delta.need.keeps)
+    return size
 
 
 def _table_sizes(sizes: list[dict[str, int]]) -> dict:
@@ -723,17 +747,18 @@ def parser() -> argparse.ArgumentParser:
       help="per routing table, with --generalize (default atoms=1000,states=3000,predicates=300)")
     a("--interests", choices=INTERESTS, default="uniform",
       help="uniform, or geo: subscribers near each other share vocabulary and values (default uniform)")
-    a("--placement", choices=PLACEMENTS, default="nearest",
-      help="host a profile at the subscriber's nearest broker, a random one, or by PEP partitioning "
-           "(default nearest)")
+    a("--placement", choices=sorted(STRATEGIES), default="nearest",
+      help="host a profile at the subscriber's nearest broker, the least loaded one (round-robin), "
+           "a random one, or by PEP partitioning (default nearest)")
     a("--overlay", choices=OVERLAYS, default="geometric", help="overlay generator (default geometric)")
     a("--sources", type=int, default=4, help="data sources, each with its own root broker and tree (default 4)")
     a("--replay", type=float, default=0.1, metavar="P",
       help="probability that a delta in flight is delivered twice (default 0.1); deltas are always reordered")
     a("--samples", type=int, default=16, help="recent messages a generalized table measures itself on (default 16)")
     a("--engine", choices=ENGINES, default="shared",
-      help="shared: one atom engine for every routing table (a message is matched against the atoms "
-           "once; same routing as per-table, much faster); per-table: one engine per table (default shared)")
+      help="shared: one atom engine for every broker's routing tables (a message is matched against the "
+           "atoms once; same routing as per-broker, much faster); per-broker: one engine per broker, shared "
+           "by its tables, as in the running broker (default shared)")
     a("--transform", type=float, default=0.0, metavar="FRACTION",
       help="share of transformation (for/where/return) profiles; links whose profiles below all read "
            "parts of the message carry its projection (early projection) (default 0)")

@@ -80,6 +80,15 @@ def test_runs_are_deterministic():
     assert a == b
 
 
+def test_an_atom_engine_per_broker_routes_as_the_shared_one():
+    shared, own = _run(seed=9, messages=12, transform=0.5), _run(seed=9, messages=12, transform=0.5,
+                                                                 engine="per-broker")
+    _correct(own)
+    for r in (shared, own):
+        r.pop("timings"), r["config"].pop("engine")
+    assert shared == own
+
+
 def test_placement_is_pluggable_and_checked():
     hosts = []
 
