@@ -206,8 +206,8 @@ def e_vt(n: int, queries: int) -> dict:
         out["runs"]["buffer_0" if buf == 0 else f"buffer_{buf}"] = run
     r0, r12 = out["runs"]["buffer_0"], out["runs"]["buffer_12"]
     out["ratio_ritree_to_rtree1d"] = {
-        "no_buffer": statistics.mean(r0["ritree"]) / statistics.mean(r0["rtree_1d"]),
-        "buffer_12": statistics.mean(r12["ritree"]) / statistics.mean(r12["rtree_1d"])}
+        "no_buffer": ratio(statistics.mean(r0["ritree"]), statistics.mean(r0["rtree_1d"])),
+        "buffer_12": ratio(statistics.mean(r12["ritree"]), statistics.mean(r12["rtree_1d"]))}
     out["buffer_saving"] = {k: 1 - statistics.mean(r12[k]) / statistics.mean(r0[k]) for k in r0}
     out["ratio_per_window"] = {run: per_window_ratio(out, run) for run in out["runs"]}
     return out
@@ -304,10 +304,20 @@ def e_archive(messages: int, profiles: int, workdir: Path) -> dict:
 
 # -- output ----------------------------------------------------------------------------
 
-def per_window_ratio(v: dict, run: str) -> list[float]:
+def ratio(a: float, b: float) -> float | None:
+    """a / b, or None when b is zero (a small tree can sit wholly in the buffer: no page reads)."""
+    return a / b if b else None
+
+
+def per_window_ratio(v: dict, run: str) -> list[float | None]:
     """RI-tree page accesses over the 1-D R-tree's, per window length."""
     r = v["runs"][run]
-    return [a / b for a, b in zip(r["ritree"], r["rtree_1d"])]
+    return [ratio(a, b) for a, b in zip(r["ritree"], r["rtree_1d"])]
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    width = spec.split(".")[0]
+    return format(x, spec) if x is not None else format("-", ">" + width)
 
 
 def table(res: dict) -> str:
@@ -323,8 +333,9 @@ def table(res: dict) -> str:
             lines.append(f"  {k:<9}{run[7:]:>3}" + "".join(f"{x:7.1f}" for x in xs))
     for run in v["runs"]:
         ratios = per_window_ratio(v, run)
-        lines.append(f"  RI-tree / 1-D R-tree {run[7:]:>2}" + "".join(f"{x:7.2f}" for x in ratios)
-                     + f"   median {statistics.median(ratios):.2f}")
+        known = [x for x in ratios if x is not None]
+        lines.append(f"  RI-tree / 1-D R-tree {run[7:]:>2}" + "".join(_fmt(x, "7.2f") for x in ratios)
+                     + (f"   median {statistics.median(known):.2f}" if known else ""))
     lines.append("  saved by the buffer: " + ", ".join(f"{k} {x:.0%}" for k, x in v["buffer_saving"].items()))
     lines.append(f"E-TT  {t['triples']:,} triples ({t['raw_bytes'] / 2**20:.1f} MB raw), 16 KB pages, d 0.25, e 0.5")
     for x in t["variants"]:
@@ -359,7 +370,7 @@ def plot(res: dict, path: Path) -> None:
                           label=f"{k} {'no buffer' if run == 'buffer_0' else '12 pages'}")
     for run, style in (("buffer_0", "-"), ("buffer_12", "--")):
         ax[0][1].plot([], [], " ", label=f"RI/1-D {'no buffer' if run == 'buffer_0' else '12 pages'}: "
-                      + " ".join(f"{x:.1f}" for x in per_window_ratio(v, run)))
+                      + " ".join(_fmt(x, ".1f") for x in per_window_ratio(v, run)))
     ax[0][1].set_xscale("log")
     ax[0][1].set_yscale("log")
     ax[0][1].set_xlabel("window length")
