@@ -3,6 +3,11 @@ Structured Streaming query serving them, over a real Kafka broker, on this machi
 
     python -m bench.overlay            # everything below (about two hours on 2 cores)
     python -m bench.overlay --quick    # 1k profiles, fewer messages (about 15 minutes)
+    python -m bench.overlay --mixes transforms --profiles 10000 --modes routing,routing-whole \
+        --out bench/results/overlay_projection.json --plot bench/results/overlay_projection.png
+    python -m bench.overlay --mixes generator --profiles 100000 --modes routing \
+        --budget atoms=1000,states=3000,predicates=300 \
+        --out bench/results/overlay_budget.json --plot bench/results/overlay_budget.png
 
 In one run, each configuration on a fresh Kafka broker of its own (topics named by the
 contract would otherwise still hold the previous configuration's profiles and messages):
@@ -59,6 +64,7 @@ from broker.cluster import LocalOverlay, OverlaySettings
 from broker.control_packets import query_packet
 from broker.devcluster import KafkaDevCluster
 from broker.store import ProfileRecord
+from routing.budget import Budget
 from routing.overlay import builtin
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
 
@@ -119,10 +125,23 @@ def _quote_messages(n: int, seed: int) -> list[bytes]:
             for _ in range(n)]
 
 
+def _transform_profiles(n: int, seed: int) -> list[str]:
+    """Transformation profiles over the generator's NITF paths, each returning the text
+    of what it binds: every link can carry a projection (ONYX 4.2.2)."""
+    return [f"for $x in $msg{p} return <hit>{{$x/text()}}</hit>" for p in _nitf_profiles(n, seed)]
+
+
 MIXES = {
     "generator": Mix("generator", _nitf_profiles, _nitf_messages, "/nitf[@probe]", _mark_root),
     "quotes": Mix("quotes", _quote_profiles, _quote_messages, "/quote[@probe]", _mark_root),
+    "transforms": Mix("transforms", _transform_profiles, _nitf_messages,
+                      "for $n in $msg/nitf[@probe] return <probe/>", _mark_root),
 }
+"""``transforms`` is not in the default run: ``--mixes transforms --modes routing,routing-whole``
+measures early projection on links against the whole message."""
+
+MODES = {"routing": ("route", True), "routing-whole": ("route", False), "flooding": ("flood", True)}
+"""Bench mode -> the plan's mode and whether links may carry projections."""
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -331,7 +350,7 @@ def _totals(cluster: LocalOverlay) -> dict[str, float]:
     status = cluster.job.status()
     out: dict[str, float] = {}
     for b in status:
-        for name in ("messages", "forwarded", "delivered", "dead_letters", "bytes_written", "link_bytes"):
+        for name in ("messages", "forwarded", "delivered", "dead_letters", "bytes_written", "link_bytes", "projected"):
             out[name] = out.get(name, 0) + b[name]
         for stage, s in b["seconds"].items():
             out[f"s_{stage}"] = out.get(f"s_{stage}", 0) + s
@@ -346,10 +365,11 @@ def _spark_stages(query, since: int) -> dict[str, float]:
 
 
 def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], steady: list[bytes],
-                rate: float, seed: int) -> dict:
+                rate: float, seed: int, projection: bool = True, budget: Budget | None = None) -> dict:
     """One fresh overlay (and Kafka): profiles, then latency at ``rate``, then a burst."""
     name = f"bench-{mode}-{mix.name}-{profiles}"
-    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name=name, mode=mode), spark=spark)
+    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name=name, mode=mode, projection=projection,
+                                                               budget=budget), spark=spark)
     cluster.start()
     kafka = cluster.kafka
     try:
@@ -385,16 +405,21 @@ def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], s
         clock.stop()
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         n = len(burst)
+        status = cluster.job.status()
         return {"mode": mode, "mix": mix.name, "profiles": profiles, "converge_s": converge_s,
                 "burst_messages": n, "throughput_msg_s": n / max(1e-9, end - t0),
                 "steady_rate": rate, "steady_messages": len(steady), "delivered_messages": len(lat),
                 "latency_p50_s": _pct(lat, 0.5), "latency_p99_s": _pct(lat, 0.99),
                 "forwarded_per_message": delta["forwarded"] / n, "deliveries_per_message": delta["delivered"] / n,
+                "link_bytes_per_message": delta["link_bytes"] / n, "projected_per_message": delta["projected"] / n,
                 "records_per_message": (delta["forwarded"] + delta["delivered"]) / n,
                 "bytes_written_per_message": delta["bytes_written"] / n,
                 "cpu_s_per_message": cpu / n, "burst_batches": batches,
                 "broker_ms_per_batch": {k[2:]: 1000 * v / batches for k, v in delta.items() if k.startswith("s_")},
-                "spark_ms_per_batch_burst": stages_burst, "spark_ms_per_batch_steady": stages_steady}
+                "spark_ms_per_batch_burst": stages_burst, "spark_ms_per_batch_steady": stages_steady,
+                "budget": None if budget is None else str(budget),
+                "tables": {b["broker"]: b["routing"] for b in status},
+                "false_positives": {b["broker"]: b["false_positives"] for b in status}}
     finally:
         cluster.stop()
         shutil.rmtree(kafka.dir, ignore_errors=True)  # gigabytes of deliveries at 100k profiles
@@ -409,7 +434,7 @@ def plot(result: dict, path: Path) -> None:
     raw = result["raw_kafka"]
     labels = [f"{r['mode']}\n{r['mix']}\n{r['profiles']:,}" if r["mode"] != "floor" else "Spark\nfloor"
               for r in runs] + ["raw\nKafka"]
-    colors = {"routing": "tab:blue", "flooding": "tab:orange", "floor": "tab:green"}
+    colors = {"routing": "tab:blue", "routing-whole": "tab:cyan", "flooding": "tab:orange", "floor": "tab:green"}
     fig, (a, b) = plt.subplots(2, 1, figsize=(max(10, len(labels) * 0.9), 8))
     a.bar(labels, [r["throughput_msg_s"] for r in runs] + [raw["throughput_msg_s"]],
           color=[colors[r["mode"]] for r in runs] + ["tab:gray"])
@@ -448,7 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mixes", type=lambda s: s.split(","), default=list(MIXES),
                     help=f"comma-separated mixes (default {','.join(MIXES)})")
     ap.add_argument("--modes", type=lambda s: s.split(","), default=["routing", "flooding"],
-                    help="comma-separated modes besides the floor (default routing,flooding)")
+                    help="comma-separated modes besides the floor: routing, flooding, routing-whole "
+                         "(routing, links never projected) (default routing,flooding)")
+    ap.add_argument("--budget", type=Budget.parse,
+                    help="routing-table budget of every broker, e.g. atoms=1000,states=3000,predicates=300 "
+                         "(default: exact tables)")
     ap.add_argument("--burst", type=int, help="messages in a throughput burst (default 5000)")
     ap.add_argument("--steady", type=int, help="messages in a latency run (default 200)")
     ap.add_argument("--rate", type=float, default=20.0, help="messages/s of the latency run (default 20)")
@@ -459,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = args.profiles or ([1000] if args.quick else [1000, 10_000, 100_000])
     n_burst = args.burst or (1000 if args.quick else 5000)
     n_steady = args.steady or (100 if args.quick else 200)
-    unknown = [m for m in args.mixes if m not in MIXES] + [m for m in args.modes if m not in ("routing", "flooding")]
+    unknown = [m for m in args.mixes if m not in MIXES] + [m for m in args.modes if m not in MODES]
     if unknown:
         ap.error(f"unknown mix or mode: {', '.join(unknown)}")
 
@@ -476,18 +505,18 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     try:
         plan = [("floor", MIXES["generator"], 0)]
-        plan += [("route" if mode == "routing" else "flood", MIXES[m], n)
-                 for m in args.mixes for n in sizes for mode in args.modes]
-        for mode, mix, n in plan:
-            label = {"route": "routing", "flood": "flooding", "floor": "floor"}[mode]
+        plan += [(mode, MIXES[m], n) for m in args.mixes for n in sizes for mode in args.modes]
+        for label, mix, n in plan:
+            mode, projection = MODES.get(label, ("floor", True))
             print(f"  {label:8} {mix.name:9} {n:>7,} profiles ...", end="", flush=True)
             burst, steady = mix.messages(n_burst, args.seed), mix.messages(n_steady, args.seed + 1)
-            r = overlay_run(spark, mode, mix, n, burst, steady, args.rate, args.seed)
+            r = overlay_run(spark, mode, mix, n, burst, steady, args.rate, args.seed, projection, args.budget)
             r["mode"] = label
             runs.append(r)
             print(f" {r['throughput_msg_s']:,.0f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.2f} s, "
                   f"p99 {r['latency_p99_s'] or float('nan'):.2f} s, {r['forwarded_per_message']:.2f} links/msg, "
-                  f"{r['deliveries_per_message']:,.1f} deliveries/msg, {r['cpu_s_per_message'] * 1e3:.2f} ms CPU/msg "
+                  f"{r['deliveries_per_message']:,.1f} deliveries/msg, {r['link_bytes_per_message']:,.0f} link bytes/msg "
+                  f"({r['projected_per_message']:.2f} projected), {r['cpu_s_per_message'] * 1e3:.2f} ms CPU/msg "
                   f"(loaded in {r['converge_s']:.0f} s)", flush=True)
     finally:
         spark.stop()

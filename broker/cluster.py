@@ -20,6 +20,7 @@ from broker.devcluster import KafkaDevCluster, free_port
 from broker.job import BrokerJob, BrokerSettings
 from broker.plan import Limits
 from broker.serve import BackgroundServer, ServiceSettings
+from routing.budget import Budget
 from routing.overlay import Overlay
 
 
@@ -37,6 +38,8 @@ class OverlaySettings:
     mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.plan)
     placement: str = config.PLACEMENT  # host choice of the registration service
     tasks: int = config.BROKER_TASKS
+    budget: Budget | None = None  # routing-table budget of every broker (None: config.BROKER_TABLE_BUDGET)
+    projection: bool = config.BROKER_PROJECTION
 
 
 class LocalOverlay:
@@ -90,7 +93,8 @@ class LocalOverlay:
         self.job = BrokerJob(self.spark, BrokerSettings(
             self.overlay.brokers, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir / "brokers",
             self.settings.link_format, self.settings.trigger, self.settings.limits,
-            mode=self.settings.mode, tasks=self.settings.tasks))
+            mode=self.settings.mode, tasks=self.settings.tasks, projection=self.settings.projection,
+            **({"budget": self.settings.budget} if self.settings.budget is not None else {})))
         self.job.start()
         return self
 

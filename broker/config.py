@@ -122,6 +122,11 @@ producer's batches shrink to a fraction. zstd, because every Kafka client since 
 2.1 reads it, kafka-python included with the ``zstandard`` package Onyx already needs
 (lz4 would need one more)."""
 
+BROKER_PROJECTION = os.environ.get("ONYX_BROKER_PROJECTION", "on") != "off"
+"""Whether a link below which every profile reads only parts of a message carries the
+message's projection instead of the message (ONYX_BROKER_PROJECTION: on, or off), see
+:mod:`routing.projection`."""
+
 BROKER_TABLE_BUDGET = os.environ.get("ONYX_TABLE_BUDGET") or None
 """How big each routing table a broker routes with may be (ONYX_TABLE_BUDGET), as
 ``atoms=N,states=N,predicates=N`` (any of them): with a budget a table routes with a

@@ -70,12 +70,13 @@ class BrokerSettings:
     compression: str = config.BROKER_COMPRESSION
     budget: Budget | None = field(
         default_factory=lambda: Budget.parse(config.BROKER_TABLE_BUDGET) if config.BROKER_TABLE_BUDGET else None)
+    projection: bool = config.BROKER_PROJECTION
 
     def plan_settings(self, broker: str) -> PlanSettings:
         """The guard (the overlay's first broker) dead-letters messages of unknown sources;
         a broker's routing-table budget is its own in the overlay config, else ``budget``."""
         return PlanSettings(self.link_format, broker == self.overlay.brokers[0], self.limits, self.mode,
-                            self.overlay.budget(broker) or self.budget)
+                            self.overlay.budget(broker) or self.budget, self.projection)
 
 
 COUNTERS = ("messages", "forwarded", "delivered", "dead_letters", "control_packets", "control_sent",

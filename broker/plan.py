@@ -62,14 +62,16 @@ class Limits:
 @dataclass(frozen=True)
 class PlanSettings:
     """How a broker's plan runs: the wire format towards child brokers, whether it is
-    the guard (dead-letters messages of unknown sources), its limits, its mode, and the
-    budget of its routing tables (``None``: exact tables)."""
+    the guard (dead-letters messages of unknown sources), its limits, its mode, the
+    budget of its routing tables (``None``: exact tables), and whether links may carry
+    projections."""
 
     link_format: str = "stream"
     guard: bool = False
     limits: Limits = Limits()
     mode: str = "route"
     budget: Budget | None = None
+    projection: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -196,7 +198,7 @@ class Plan:
         root = inbound.header.root_broker
         if self.settings.mode != "route":
             return [Forward(link, None) for link in self.node.children(root)]
-        return self.node.forwards(root, inbound.message)
+        return self.node.forwards(root, inbound.message, project=self.settings.projection)
 
     def route(self, inbound: Inbound) -> list[Row]:
         """The rows that forward a message down the links of its tree that want it."""

@@ -189,12 +189,14 @@ class Node:
         table = self.tables.get(root)
         return sorted(table.route(message)) if table is not None else []
 
-    def forwards(self, root: str, message, links: list[str] | None = None) -> list[Forward]:
+    def forwards(self, root: str, message, links: list[str] | None = None, *,
+                 project: bool = True) -> list[Forward]:
         """What goes down each link: the routed ``links`` (default :meth:`route`), each
-        with the message's projection when every profile below the link allows one."""
+        with the message's projection when every profile below the link allows one
+        (and ``project``)."""
         if links is None:
             links = self.route(root, message)
-        table = self.tables.get(root)
+        table = self.tables.get(root) if project else None
         out, element = [], None
         for link in links:
             projection = table.projection(link) if table is not None else None
