@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from broker import devcluster
-from broker.devcluster import KafkaDevCluster
 from broker.errors import SetupError
+from broker.local import devcluster
+from broker.local.devcluster import KafkaDevCluster
 
 
 def _alive(pid: int) -> bool:
@@ -79,7 +79,7 @@ def test_jvm_dies_with_the_process_that_started_it(tmp_path):
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from broker.devcluster import KafkaDevCluster\n"
+        "from broker.local.devcluster import KafkaDevCluster\n"
         f"k = KafkaDevCluster(name='orphan', run_dir=Path({str(tmp_path)!r})).start()\n"
         "print(k.proc.pid, flush=True)\n"
         "time.sleep(600)\n"
