@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from broker import config
-from broker.local.devcluster import find_java, jar_dir
+from broker.jvm import find_java, jar_dir
 
 LOG4J2_FILE = Path(__file__).with_name("log4j2.properties")
 

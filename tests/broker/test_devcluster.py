@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from broker import jvm
 from broker.errors import SetupError
 from broker.local import devcluster
 from broker.local.devcluster import KafkaDevCluster
@@ -40,13 +41,13 @@ def test_missing_java_is_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SetupError, match="Java not found"):
-        devcluster.find_java()
+        jvm.find_java()
 
 
 def test_missing_jars_are_reported(monkeypatch, tmp_path):
-    monkeypatch.setattr(devcluster.config, "JVM_LIB_DIR", tmp_path)
+    monkeypatch.setattr(jvm.config, "JVM_LIB_DIR", tmp_path)
     with pytest.raises(SetupError, match="make jvm"):
-        devcluster.jar_dir("kafka")
+        jvm.jar_dir("kafka")
 
 
 def test_cli_reports_taken_port_and_exits_nonzero():
