@@ -56,7 +56,7 @@ _BITS = defaults.VERSION_BITS
 
 
 def message_id(source: str, partition: int, offset: int, headers: Iterable[tuple[str, bytes]] = ()) -> str:
-    """The id the brokers give a source record (``broker/plan.py``): its
+    """The id the brokers give a source record (``broker/dataplane/plan.py``): its
     ``onyx-message-id`` header, else ``<source>-<partition>-<offset>``."""
     given = dict(headers or ()).get(MESSAGE_ID_HEADER)
     return given.decode(errors="replace") if given else f"{source}-{partition}-{offset}"

@@ -60,10 +60,10 @@ from pathlib import Path
 from typing import Callable
 
 from broker import topics
-from broker.cluster import LocalOverlay, OverlaySettings
-from broker.control_packets import query_packet
-from broker.devcluster import KafkaDevCluster
-from broker.store import ProfileRecord
+from broker.local.cluster import LocalOverlay, OverlaySettings
+from broker.local.devcluster import KafkaDevCluster
+from broker.registry.control_packets import query_packet
+from broker.registry.store import ProfileRecord
 from routing.budget import Budget
 from routing.overlay import builtin
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
@@ -270,7 +270,7 @@ def raw_fanout(bootstrap: str, burst: list[bytes], copies: int) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
     from broker import config
-    from broker.sink import producer_conf
+    from broker.dataplane.sink import producer_conf
 
     src, dst = f"bench.fan.{time.time_ns()}", f"bench.fanout.{time.time_ns()}"
     topics.ensure_topics(bootstrap, [src, dst])
@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown mix or mode: {', '.join(unknown)}")
 
-    from broker.spark_session import build_session
+    from broker.spark.session import build_session
 
     print(f"overlay benchmark: profiles {sizes}, mixes {args.mixes}, modes {args.modes}, burst {n_burst}, "
           f"latency at {args.rate}/s over {n_steady} messages", flush=True)

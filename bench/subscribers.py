@@ -23,7 +23,7 @@ profiles per broker (one ``GROUP BY`` over all profiles, as before this change),
 apart as well.
 
 Part 2, a real local Kafka broker: K topics created the way the service creates a
-subscriber's topic (:class:`broker.topic_admin.KafkaTopicAdmin`: create, then wait until
+subscriber's topic (:class:`broker.registry.topic_admin.KafkaTopicAdmin`: create, then wait until
 the broker's metadata has it): time per topic, disk and broker memory per topic, and the
 time to list the topics; then extrapolated to N topics (linearly: a lower bound, Kafka's
 per-partition costs grow with the count). Writes ``bench/results/subscribers.json`` and a PNG.
@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from broker import topics
-from broker.store import Store, delivery_topics, hash_token, profiles, subscribers
+from broker.registry.store import Store, delivery_topics, hash_token, profiles, subscribers
 from routing.overlay import builtin
 from yfilter.generators import ProfileGenerator, Schema
 
@@ -94,7 +94,7 @@ def service_part(n: int, registrations: int, seed: int, workdir: Path) -> dict:
     in turns, so that a change in the machine's load hits both alike."""
     from fastapi.testclient import TestClient
 
-    from broker.service import create_app
+    from broker.registry.app import create_app
 
     overlay = builtin("figure4")
     texts = ProfileGenerator(Schema.nitf(), n_preds=(0, 1), p_star=0.1, p_desc=0.3, seed=seed).batch(n + registrations)
@@ -164,8 +164,8 @@ def kafka_part(k: int, bootstrap: str | None) -> dict:
     on ``bootstrap`` (then without disk and memory figures)."""
     from kafka import KafkaAdminClient
 
-    from broker.devcluster import KafkaDevCluster
-    from broker.topic_admin import KafkaTopicAdmin
+    from broker.local.devcluster import KafkaDevCluster
+    from broker.registry.topic_admin import KafkaTopicAdmin
 
     cluster = None if bootstrap else KafkaDevCluster(name="bench-subscribers").start()
     bootstrap = bootstrap or cluster.bootstrap_servers

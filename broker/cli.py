@@ -21,21 +21,21 @@ def _say(line: str = "") -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from broker import demo
+    from broker.local import demo
 
     return demo.run(profiles=args.profiles, messages=args.messages, corpus=args.corpus, timeout=args.timeout)
 
 
 def _overlay_settings(args: argparse.Namespace):
-    from broker.cluster import OverlaySettings
+    from broker.local.cluster import OverlaySettings
 
     return OverlaySettings(name="up", api_port=args.port, trigger=args.trigger, link_format=args.link_format,
                            placement=args.placement)
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from broker import up
-    from broker.serve import load_overlay
+    from broker.local import up
+    from broker.registry.serve import load_overlay
 
     overlay = load_overlay(args.overlay)  # checked here, so a bad config fails before anything starts
     if args.detach:
@@ -45,13 +45,13 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    from broker import up
+    from broker.local import up
 
     return up.down(_say)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from broker import up
+    from broker.local import up
 
     return up.status(_say)
 
@@ -60,7 +60,7 @@ def _endpoints(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(bootstrap servers, API URL): the options given, else the running overlay's."""
     bootstrap, api_url = getattr(args, "bootstrap_servers", None), getattr(args, "api", None)
     if bootstrap is None or (api_url is None and hasattr(args, "api")):
-        from broker import up
+        from broker.local import up
 
         info = up.require_cluster()
         bootstrap = bootstrap or info["bootstrap_servers"]
@@ -93,8 +93,8 @@ def _cmd_subscribe(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from broker.devcluster import check_port_free
-    from broker.serve import ServiceSettings, load_overlay, serve
+    from broker.local.devcluster import check_port_free
+    from broker.registry.serve import ServiceSettings, load_overlay, serve
 
     if args.host in ("127.0.0.1", "localhost"):
         check_port_free(args.port)
@@ -107,7 +107,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_kafka(args: argparse.Namespace) -> int:
-    from broker.devcluster import KafkaDevCluster
+    from broker.local.devcluster import KafkaDevCluster
 
     kafka = KafkaDevCluster(name=args.name, port=args.port, controller_port=args.controller_port)
     kafka.start()
@@ -120,7 +120,7 @@ def _cmd_kafka(args: argparse.Namespace) -> int:
 
 
 def _cmd_deploy_render(args: argparse.Namespace) -> int:
-    from broker import deploy_render
+    from broker.deploy import render as deploy_render
     from routing.overlay import Overlay, OverlayError, builtin
 
     try:

@@ -11,14 +11,14 @@ Per micro-batch, one Spark job and nothing else (no persist, no shuffle, no driv
     topics ``onyx.src.*`` when one of them is a root or the guard)
       -> coalesce into :data:`~broker.config.BROKER_TASKS` tasks
       -> mapInArrow: each record through its broker's plan on the executor
-         (:mod:`broker.executor`): control packets applied in place and appended to the
+         (:mod:`broker.dataplane.executor`): control packets applied in place and appended to the
          broker's state log, messages received, routed (link rows written at once),
          matched against local profiles; every output row written straight to Kafka
-         (:mod:`broker.sink`) and flushed by the task
+         (:mod:`broker.dataplane.sink`) and flushed by the task
       -> Spark's Kafka sink (which gets no rows) with async progress tracking: offsets
          are checkpointed beside the batches, not between them.
 
-The driver only watches: it follows the brokers' state logs (:mod:`broker.state_log`)
+The driver only watches: it follows the brokers' state logs (:mod:`broker.control.state_log`)
 for ``onyx status`` and reads the tasks' counts from an accumulator. Nothing of a
 broker's state lives in the checkpoint: a restarted job rebuilds it from Kafka.
 
@@ -40,12 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker import config, topics
-from broker.executor import INPUT_COLUMNS, OUTPUT_SCHEMA, StatsParam, TaskSpec, task_function
+from broker.control.state import BrokerState
+from broker.control.state_log import Follower, LogReader, Packet
+from broker.dataplane.executor import INPUT_COLUMNS, OUTPUT_SCHEMA, StatsParam, TaskSpec, task_function
+from broker.dataplane.plan import Limits, PlanSettings
+from broker.dataplane.sink import producer_conf
 from broker.kafka_auth import librdkafka_options, spark_options
-from broker.plan import Limits, PlanSettings
-from broker.sink import producer_conf
-from broker.state import BrokerState
-from broker.state_log import Follower, LogReader, Packet
 from routing.budget import Budget
 from routing.overlay import Overlay
 
@@ -63,7 +63,7 @@ class BrokerSettings:
     trigger: str = config.BROKER_TRIGGER
     limits: Limits = field(default_factory=Limits)
     max_offsets_per_trigger: int = config.BROKER_MAX_OFFSETS
-    mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.plan)
+    mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.dataplane.plan)
     tasks: int = config.BROKER_TASKS
     fetch_wait_ms: int = config.BROKER_FETCH_WAIT_MS
     linger_ms: float = config.BROKER_LINGER_MS
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger", default=config.BROKER_TRIGGER,
                         help=f"micro-batch interval (default {config.BROKER_TRIGGER!r})")
     args = parser.parse_args(argv)
-    from broker.spark_session import build_session
+    from broker.spark.session import build_session
 
     if not args.bootstrap_servers:
         parser.error("--bootstrap-servers (or $ONYX_KAFKA_BOOTSTRAP) is required")

@@ -118,7 +118,7 @@ class AtomEngine:
     def warm(self) -> None:
         """Build the engine and compile every lazy atom now, not at the first message that
         needs them: a broker's worker then hands the new objects to the collector's
-        permanent generation with the rest of the change (see ``broker.executor``)."""
+        permanent generation with the rest of the change (see ``broker.dataplane.executor``)."""
         for atom in self._lazy:
             self._nav(atom)
 

@@ -2,7 +2,7 @@
 
 A :class:`Node` is what a broker is, short of Kafka: the profiles it hosts, one routing
 table per broadcast tree it is in, and the engine of its local profiles. The running
-broker (:mod:`broker.state`, :mod:`broker.plan`) wraps a node in Kafka packets; the
+broker (:mod:`broker.control.state`, :mod:`broker.dataplane.plan`) wraps a node in Kafka packets; the
 simulator (:mod:`routing.simulate`) wires nodes together in one process. Both run this
 code, so the simulator's numbers are the system's.
 

@@ -13,7 +13,7 @@ from broker import config
 @pytest.fixture(scope="session")
 def kafka():
     """A real single-node KRaft Kafka broker on loopback, stopped when the session ends."""
-    from broker.devcluster import KafkaDevCluster
+    from broker.local.devcluster import KafkaDevCluster
 
     cluster = KafkaDevCluster(name=f"test-{os.getpid()}")
     cluster.start()
@@ -24,7 +24,7 @@ def kafka():
 @pytest.fixture(scope="session")
 def spark():
     """A real local SparkSession with the Kafka connector on its classpath."""
-    from broker.spark_session import build_session
+    from broker.spark.session import build_session
 
     session = build_session("onyx-tests")
     yield session

@@ -12,9 +12,10 @@ import uuid
 
 import pytest
 
-from broker import devcluster
-from broker.devcluster import KafkaDevCluster
+from broker import jvm
 from broker.errors import SetupError
+from broker.local import devcluster
+from broker.local.devcluster import KafkaDevCluster
 
 
 def _alive(pid: int) -> bool:
@@ -40,13 +41,13 @@ def test_missing_java_is_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SetupError, match="Java not found"):
-        devcluster.find_java()
+        jvm.find_java()
 
 
 def test_missing_jars_are_reported(monkeypatch, tmp_path):
-    monkeypatch.setattr(devcluster.config, "JVM_LIB_DIR", tmp_path)
+    monkeypatch.setattr(jvm.config, "JVM_LIB_DIR", tmp_path)
     with pytest.raises(SetupError, match="make jvm"):
-        devcluster.jar_dir("kafka")
+        jvm.jar_dir("kafka")
 
 
 def test_cli_reports_taken_port_and_exits_nonzero():
@@ -79,7 +80,7 @@ def test_jvm_dies_with_the_process_that_started_it(tmp_path):
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from broker.devcluster import KafkaDevCluster\n"
+        "from broker.local.devcluster import KafkaDevCluster\n"
         f"k = KafkaDevCluster(name='orphan', run_dir=Path({str(tmp_path)!r})).start()\n"
         "print(k.proc.pid, flush=True)\n"
         "time.sleep(600)\n"

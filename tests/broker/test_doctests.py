@@ -7,9 +7,9 @@ import importlib
 
 import pytest
 
-MODULES = ["broker.topics", "broker.store", "broker.subscribers", "broker.topic_admin", "broker.kafka_auth",
-           "broker.control_packets", "broker.deploy_topology", "broker.state", "broker.plan", "broker.state_log",
-           "broker.sink", "broker.spark_daemon"]
+MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscribers", "broker.registry.topic_admin", "broker.kafka_auth",
+           "broker.registry.control_packets", "broker.deploy.topology", "broker.control.state", "broker.dataplane.plan", "broker.control.state_log",
+           "broker.dataplane.sink", "broker.spark.daemon"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -6,10 +6,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from broker import executor, topics
-from broker.executor import Copies, TaskSpec, _Task
-from broker.plan import PlanSettings
-from broker.state_log import packet_of
+from broker import topics
+from broker.control.state_log import packet_of
+from broker.dataplane import executor
+from broker.dataplane.executor import Copies, TaskSpec, _Task
+from broker.dataplane.plan import PlanSettings
 from routing.overlay import builtin
 
 FIGURE4 = builtin("figure4")

@@ -19,8 +19,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker import topics
 from broker.clients import api
-from broker.cluster import LocalOverlay, OverlaySettings
-from broker.devcluster import KafkaDevCluster
+from broker.local.cluster import LocalOverlay, OverlaySettings
+from broker.local.devcluster import KafkaDevCluster
 from routing.budget import Budget
 from routing.overlay import Overlay, builtin
 from yfilter import Engine

@@ -9,12 +9,13 @@ from collections import defaultdict
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from broker import config, demo, topics
+from broker import config, topics
 from broker.clients import api
-from broker.cluster import LocalOverlay, OverlaySettings
-from broker.control_packets import query_packet
 from broker.job import BrokerJob
-from broker.store import ProfileRecord
+from broker.local import demo
+from broker.local.cluster import LocalOverlay, OverlaySettings
+from broker.registry.control_packets import query_packet
+from broker.registry.store import ProfileRecord
 from routing.overlay import builtin
 from yfilter import Engine
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema

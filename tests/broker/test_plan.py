@@ -7,11 +7,11 @@ import pytest
 
 import formats
 from broker import topics
-from broker.control_packets import catalog_packet, source_dictionary
+from broker.control.state import BrokerState
+from broker.dataplane.plan import Limits, Plan, PlanSettings
 from broker.packets import REASON
-from broker.plan import Limits, Plan, PlanSettings
-from broker.state import BrokerState
-from broker.store import SourceRecord
+from broker.registry.control_packets import catalog_packet, source_dictionary
+from broker.registry.store import SourceRecord
 from formats.header import PacketHeader
 from routing.dnf import map_profile
 from routing.overlay import builtin

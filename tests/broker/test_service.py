@@ -3,9 +3,9 @@
 import pytest
 from fastapi.testclient import TestClient
 
-from broker.control_packets import PacketSendError
-from broker.service import create_app
-from broker.store import Store
+from broker.registry.app import create_app
+from broker.registry.control_packets import PacketSendError
+from broker.registry.store import Store
 from routing.overlay import builtin
 
 

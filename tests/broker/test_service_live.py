@@ -9,8 +9,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 
 from broker.clients import TopicTail
-from broker.devcluster import free_port
-from broker.serve import BackgroundServer, ServiceSettings
+from broker.local.devcluster import free_port
+from broker.registry.serve import BackgroundServer, ServiceSettings
 from routing.overlay import builtin
 
 pytestmark = pytest.mark.kafka

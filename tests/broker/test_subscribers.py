@@ -8,11 +8,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from broker import topics
-from broker.cluster import LocalOverlay
-from broker.deploy_topology import topology
-from broker.service import create_app
-from broker.store import ProfileRecord, Store
-from broker.topic_admin import TopicAdminError, TopicRefusedError
+from broker.deploy.topology import topology
+from broker.local.cluster import LocalOverlay
+from broker.registry.app import create_app
+from broker.registry.store import ProfileRecord, Store
+from broker.registry.topic_admin import TopicAdminError, TopicRefusedError
 from routing.generators import random_geometric
 from routing.overlay import builtin
 from tests.broker.test_service import RecordingSender
@@ -187,7 +187,7 @@ def test_a_database_from_before_subscribers_is_upgraded_in_place(tmp_path):
         conn.execute("CREATE TABLE profiles (id VARCHAR(63) PRIMARY KEY, text TEXT NOT NULL, host_broker "
                      "VARCHAR(63) NOT NULL, delivery_topic VARCHAR(249) NOT NULL, token_hash VARCHAR(64) NOT NULL, "
                      "version INTEGER NOT NULL, created DATETIME NOT NULL, updated DATETIME NOT NULL)")
-        from broker.store import hash_token
+        from broker.registry.store import hash_token
         for pid, topic in [("old1", "onyx.deliver.b4"), ("old2", "legacy.alerts")]:
             conn.execute("INSERT INTO profiles VALUES (?, '/nitf', 'b4', ?, ?, 1, '2024-01-01', '2024-01-01')",
                          (pid, topic, hash_token("tok")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker import deploy_render
+from broker.deploy import render as deploy_render
 from routing.generators import random_geometric
 from routing.overlay import Overlay, builtin
 

@@ -10,10 +10,11 @@ import tomllib
 import pytest
 import yaml
 
-from broker import deploy_render, topics
+from broker import topics
 from broker.cli import build_parser
-from broker.deploy_render import CHART_DIR, overlay_values, render
-from broker.deploy_topology import topology
+from broker.deploy import render as deploy_render
+from broker.deploy.render import CHART_DIR, overlay_values, render
+from broker.deploy.topology import topology
 from routing.overlay import Overlay, builtin
 
 

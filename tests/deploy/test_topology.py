@@ -1,4 +1,4 @@
-"""broker.deploy_topology: every topic a broker touches, from the overlay and broker.topics."""
+"""broker.deploy.topology: every topic a broker touches, from the overlay and broker.topics."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import doctest
 
 import pytest
 
-from broker import deploy_render, deploy_topology, topics
-from broker.deploy_topology import k8s_key, topology
+from broker import topics
+from broker.deploy import render as deploy_render
+from broker.deploy import topology as deploy_topology
+from broker.deploy.topology import k8s_key, topology
 from routing.overlay import Overlay
 
 

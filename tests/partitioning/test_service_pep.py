@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 from fastapi.testclient import TestClient
 
-from broker.service import create_app
-from broker.store import Store
+from broker.registry.app import create_app
+from broker.registry.store import Store
 from routing.overlay import builtin
 
 

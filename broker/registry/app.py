@@ -6,7 +6,7 @@ broker from the placement strategy, are stored durably and sent as query packets
 the host broker. Updating or deleting a profile needs the token returned when it was
 registered, in an ``X-Onyx-Token`` header (or ``Authorization: Bearer <token>``).
 
-Every profile belongs to a subscriber (:mod:`broker.subscribers`): the one whose token
+Every profile belongs to a subscriber (:mod:`broker.registry.subscribers`): the one whose token
 comes in ``X-Onyx-Subscriber-Token``, or a new one, created with the profile and returned
 with it. A profile delivers to its subscriber's own topic ``onyx.deliver.<subscriber id>``
 unless it names another; a topic the overlay uses itself is refused (422), one another
@@ -29,10 +29,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 
 from broker import config, topics
-from broker.control_packets import PacketSendError, Sender, announce_profile, announce_source, source_dictionary
-from broker.store import DuplicateError, ProfileRecord, SourceRecord, Store
-from broker.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
-from broker.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
+from broker.registry.control_packets import PacketSendError, Sender, announce_profile, announce_source, source_dictionary
+from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
+from broker.registry.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
+from broker.registry.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
 from formats.errors import FormatError
 from routing.overlay import Overlay
 from routing.placement import PlacementError, PlacementOptions, PlacementRequest, make_strategy

@@ -7,8 +7,8 @@ consumer can subscribe to it right away. Its profiles deliver there unless it na
 lie outside the overlay's ``onyx.*`` namespace (:func:`broker.topics.subscriber_topic_reason`)
 and becomes the subscriber's, so nobody else can have deliveries written into it.
 
->>> from broker.store import Store
->>> from broker.topic_admin import NoTopicAdmin
+>>> from broker.registry.store import Store
+>>> from broker.registry.topic_admin import NoTopicAdmin
 >>> subs = Subscribers(Store("sqlite://"), NoTopicAdmin())
 >>> with subs.store.transaction() as tx:
 ...     alice = subs.register(tx)
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from broker import topics
-from broker.store import Store, SubscriberRecord, Transaction
-from broker.topic_admin import TopicAdmin
+from broker.registry.store import Store, SubscriberRecord, Transaction
+from broker.registry.topic_admin import TopicAdmin
 
 
 class SubscriberError(ValueError):
@@ -109,7 +109,7 @@ class Subscribers:
     def delivery_topic(self, tx: Transaction, subscriber_id: str, requested: str | None) -> str:
         """The topic a profile of ``subscriber_id`` delivers to: its own default topic, or
         ``requested``, which is checked and claimed for the subscriber inside ``tx``
-        (:class:`~broker.store.TopicTakenError` if someone else owns it)."""
+        (:class:`~broker.registry.store.TopicTakenError` if someone else owns it)."""
         own = default_topic(subscriber_id)
         if requested is None or requested == own:
             return own

@@ -3,7 +3,7 @@
 A subscriber's delivery topic is created when it is assigned or claimed, so a consumer
 that subscribes right after registering finds it. The service talks to a
 :class:`TopicAdmin`: :class:`KafkaTopicAdmin` in production, a fake in unit tests
-(as :class:`~broker.control_packets.Sender` for control packets).
+(as :class:`~broker.registry.control_packets.Sender` for control packets).
 
 >>> admin = NoTopicAdmin()
 >>> admin.create("alerts.sf")                      # nothing to do: topics come from elsewhere

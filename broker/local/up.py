@@ -1,6 +1,6 @@
 """``onyx up`` / ``onyx status`` / ``onyx down``: a whole overlay on this machine.
 
-``up`` starts a :class:`~broker.cluster.LocalOverlay` (Kafka, the registration
+``up`` starts a :class:`~broker.local.cluster.LocalOverlay` (Kafka, the registration
 service, every broker as a streaming query of one Spark application) and keeps it
 running until Ctrl-C or ``onyx down``. While it runs it keeps two files in the run
 folder: :data:`CLUSTER_FILE` (``.run/cluster.json``: where Kafka and the API are, the
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from broker import config
-from broker.cluster import LocalOverlay, OverlaySettings
 from broker.errors import SetupError
+from broker.local.cluster import LocalOverlay, OverlaySettings
 from routing.overlay import Overlay
 
 CLUSTER_FILE = config.RUN_DIR / "cluster.json"

@@ -16,7 +16,7 @@ import json
 from typing import Protocol
 
 from broker import topics
-from broker.store import ProfileRecord, SourceRecord
+from broker.registry.store import ProfileRecord, SourceRecord
 from formats.dictionary import Dictionary
 from formats.header import PacketHeader
 from formats.learn import learn_dictionary

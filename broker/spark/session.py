@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Mapping
 
 from broker import config
-from broker.devcluster import find_java, jar_dir
+from broker.jvm import find_java, jar_dir
 
-LOG4J2_FILE = Path(__file__).with_name("log4j2-spark.properties")
+LOG4J2_FILE = Path(__file__).with_name("log4j2.properties")
 
 
 def checkpoint_root() -> Path:
@@ -79,8 +79,8 @@ def build_session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
         # PySpark's daemon re-reads pyspark.zip's directory before every task (0.1-1 s
-        # a task here); ours does not (see broker/spark_daemon.py).
-        "spark.python.daemon.module": "broker.spark_daemon",
+        # a task here); ours does not (see broker/spark/daemon.py).
+        "spark.python.daemon.module": "broker.spark.daemon",
         "spark.sql.streaming.pollingDelay": f"{config.BROKER_POLL_MS}ms",
     }
     settings.update(conf or {})

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker import config, topics
-from broker.devcluster import KafkaDevCluster, free_port
+from broker.dataplane.plan import Limits
 from broker.job import BrokerJob, BrokerSettings
-from broker.plan import Limits
-from broker.serve import BackgroundServer, ServiceSettings
+from broker.local.devcluster import KafkaDevCluster, free_port
+from broker.registry.serve import BackgroundServer, ServiceSettings
 from routing.budget import Budget
 from routing.overlay import Overlay
 
@@ -35,7 +35,7 @@ class OverlaySettings:
     link_format: str = "stream"
     limits: Limits = field(default_factory=Limits)
     fresh: bool = True  # start from empty checkpoints and database
-    mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.plan)
+    mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.dataplane.plan)
     placement: str = config.PLACEMENT  # host choice of the registration service
     tasks: int = config.BROKER_TASKS
     budget: Budget | None = None  # routing-table budget of every broker (None: config.BROKER_TABLE_BUDGET)
@@ -86,7 +86,7 @@ class LocalOverlay:
             "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement)).start()
         if self.spark is None:
             progress("starting Spark")
-            from broker.spark_session import build_session
+            from broker.spark.session import build_session
 
             self.spark = build_session(f"onyx-{self.settings.name}")
         progress(f"starting brokers {', '.join(self.overlay.brokers)}")

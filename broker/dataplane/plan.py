@@ -1,6 +1,6 @@
 """The data plane of one broker: what it does with every record of its inbound topic.
 
-A :class:`Plan` runs over a :class:`~broker.state.BrokerState` and stays in step with it:
+A :class:`Plan` runs over a :class:`~broker.control.state.BrokerState` and stays in step with it:
 control packets go through :meth:`Plan.control` (the state applies them to its
 :class:`~routing.node.Node`, whose tables and engine of local profiles change one
 profile at a time, so a change costs what it changes, not a recompile). A message
@@ -12,7 +12,7 @@ only parts of it (:meth:`routing.node.Node.forwards`; the packet then says
 ``onyx-transform: projected``); :meth:`Plan.deliver` runs the profiles hosted here (a
 delivery to one of the overlay's own topics becomes a dead letter: it would loop).
 What happens to a message is the node's; this module is its Kafka side.
-Routing is on the critical path: the executor (:mod:`broker.executor`) routes a whole
+Routing is on the critical path: the executor (:mod:`broker.dataplane.executor`) routes a whole
 run of messages and hands those rows to Kafka before it matches local profiles.
 Bad input becomes one dead letter with the reason; nothing raises.
 
@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import formats
 from broker import topics
+from broker.control.state import BrokerState
 from broker.packets import Row, dead_letter
-from broker.state import BrokerState
 from formats.dictionary import Dictionary, DictionaryStore
 from formats.errors import FormatError
 from formats.header import PacketHeader

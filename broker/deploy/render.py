@@ -5,7 +5,7 @@ The chart (``deploy/helm/onyx``) knows nothing about topic naming: it renders on
 per entry of ``overlay.brokers``, the overlay ConfigMap from ``overlay.config`` and the
 Kafka users' ACLs from ``overlay.access``. This module
 produces that ``overlay`` values block from an overlay config with
-:mod:`broker.deploy_topology` (so names come from :mod:`broker.topics`), then runs
+:mod:`broker.deploy.topology` (so names come from :mod:`broker.topics`), then runs
 ``helm template`` with it and any user values files on top.
 
 >>> from routing.overlay import builtin
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import yaml
 
 from broker import config
-from broker.deploy_topology import access, topology
+from broker.deploy.topology import access, topology
 from routing.overlay import Overlay
 
 CHART_DIR = config.REPO_ROOT / "deploy" / "helm" / "onyx"

@@ -7,7 +7,7 @@ Before each task PySpark's worker calls ``importlib.invalidate_caches()``
 100-180 ms per task on an idle machine, about a second when the two cores are busy,
 while a broker's Python step itself takes well under a millisecond for a few rows.
 Spark runs this module instead of ``pyspark.daemon`` (``spark.python.daemon.module``,
-set in :mod:`broker.spark_session`): it makes a zip importer re-read its directory only
+set in :mod:`broker.spark.session`): it makes a zip importer re-read its directory only
 when the archive changed on disk (size or modification time; Python 3.13's zipimport
 does the same check), then hands over to PySpark's own daemon.
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import uvicorn
 
 from broker import config
-from broker.control_packets import KafkaSender
-from broker.service import create_app
-from broker.store import Store
-from broker.topic_admin import KafkaTopicAdmin
+from broker.registry.app import create_app
+from broker.registry.control_packets import KafkaSender
+from broker.registry.store import Store
+from broker.registry.topic_admin import KafkaTopicAdmin
 from broker.topics import CATALOG, PROFILES, ensure_topics, broker_topic
 from routing.overlay import Overlay, builtin
 

@@ -5,14 +5,14 @@ the records of some of the inbound topics of the job's brokers, in offset order 
 topic partition, and:
 
 1. brings its worker's copy of each broker it meets up to date from the broker's state
-   log (:mod:`broker.state_log`; a copy is kept in the Python worker between tasks, made
+   log (:mod:`broker.control.state_log`; a copy is kept in the Python worker between tasks, made
    from the log when the worker first needs it or when a task using it failed);
 2. goes through the records in order. A control packet is applied to the copy at once
    (so it takes effect before the messages after it) and queued for the state log.
-   Messages go through :meth:`~broker.plan.Plan.receive` and
-   :meth:`~broker.plan.Plan.route`, their link rows written at once; their deliveries
+   Messages go through :meth:`~broker.dataplane.plan.Plan.receive` and
+   :meth:`~broker.dataplane.plan.Plan.route`, their link rows written at once; their deliveries
    are matched after the run of messages is routed, before the next control packet;
-3. flushes what it wrote (:mod:`broker.sink`), then appends the packets it applied to
+3. flushes what it wrote (:mod:`broker.dataplane.sink`), then appends the packets it applied to
    the state logs and flushes again (a packet is in the log only once its own output is
    in Kafka), and adds its counts and stage times to the job's accumulator.
 
@@ -35,10 +35,10 @@ from typing import Any, Iterator
 from pyspark.accumulators import AccumulatorParam
 
 from broker import topics
-from broker.plan import Inbound, Plan, PlanSettings
-from broker.sink import KafkaSink, close_sink, sink_for
-from broker.state import BrokerState
-from broker.state_log import LogReader, Packet, log_record
+from broker.control.state import BrokerState
+from broker.control.state_log import LogReader, Packet, log_record
+from broker.dataplane.plan import Inbound, Plan, PlanSettings
+from broker.dataplane.sink import KafkaSink, close_sink, sink_for
 from routing.overlay import Overlay
 
 OUTPUT_SCHEMA = "topic string, value binary"

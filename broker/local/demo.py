@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from broker import config, topics
 from broker.clients import TopicTail, api, messages_from, publish
-from broker.cluster import LocalOverlay, OverlaySettings
+from broker.local.cluster import LocalOverlay, OverlaySettings
 from routing.overlay import builtin
 from yfilter import Engine, MessageError
 from yfilter.generators import ProfileGenerator, Schema

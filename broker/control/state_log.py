@@ -1,6 +1,6 @@
 """A broker's state log: the control packets it applied, in order, on ``onyx.state.<broker>``.
 
-A broker's control state (:class:`~broker.state.BrokerState`: its profiles, routing
+A broker's control state (:class:`~broker.control.state.BrokerState`: its profiles, routing
 tables, catalog) is what the control packets of its inbound topic made of it. The data
 plane runs on executors, in whichever Python worker a task lands, so every worker keeps
 its own copy of the brokers it serves, and the copies must agree. The task that meets a
@@ -174,7 +174,7 @@ class Follower:
                     self.apply(broker, packet)
                 grown = True
             self.position[broker] = max(at, end)
-        if grown:  # the states' objects need no more garbage collection passes (see broker.executor)
+        if grown:  # the states' objects need no more garbage collection passes (see broker.dataplane.executor)
             gc.freeze()
 
     def _run(self) -> None:

@@ -26,7 +26,7 @@ Every packet applied, whether it changed anything or not, counts in :attr:`seq`.
 packet read from Kafka is applied with its place (``at``: topic, partition, offset); the
 state keeps the last place applied per topic partition and skips a packet at or before
 it, so a replayed batch, or a copy catching up from the broker's state log
-(:mod:`broker.state_log`) that meets packets it already applied, changes nothing.
+(:mod:`broker.control.state_log`) that meets packets it already applied, changes nothing.
 
 >>> s = BrokerState("b4", __import__("routing.overlay").overlay.builtin("figure4"))
 >>> body = {"op": "add", "profile_id": "p1", "version": 1, "text": "/nitf//hl1", "delivery_topic": "t"}

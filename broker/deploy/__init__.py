@@ -1,0 +1,6 @@
+"""Kubernetes rendering: what an overlay needs from Kafka and Kubernetes, its topics and
+what each broker reads and writes, with the ACL resources of its Kafka users
+(``topology.py``), and ``onyx deploy render``, which turns an overlay config into the
+Helm chart's values and runs ``helm template`` (``render.py``). Imports only the
+top-level modules of :mod:`broker`.
+"""
