@@ -104,7 +104,11 @@ class AtomEngine:
         checked on a message when :meth:`holds` asks (see :class:`LinkMatcher`)."""
         self._lazy[atom] += 1
         if self._lazy[atom] == 1:
+            known = len(self._prefixes)
             engine_text(atom, self._prefixes)
+            if len(self._prefixes) != known and self._engine is not None:
+                # A new namespace URI: the engine binds prefixes when it is built (see _add).
+                self._engine = self._build()
             self._navs.pop(atom, None)
 
     def release_lazy(self, atom: str) -> None:

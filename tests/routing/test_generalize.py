@@ -5,7 +5,7 @@ import doctest
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
@@ -202,6 +202,7 @@ def test_generalized_tables_never_lose_a_match(seed, links, atoms, states, preds
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000))
+@example(seed=1174)  # a lazy atom brought a new namespace URI after the engine was built
 def test_generalized_tables_stay_safe_under_churn(seed):
     """Adds, updates and deletes between messages: every new conjunction is covered
     at once (by the rules or exactly), deletes never leave a link uncovered."""

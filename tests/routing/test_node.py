@@ -117,3 +117,17 @@ def test_an_overlay_of_nodes_delivers_what_the_centralized_engine_does(seed, bud
         assert out == truth.run(xml, xml=xml)
         projected += projections
     assert projected  # the links to b6 carried projections
+
+
+def test_a_lazy_atom_with_a_new_namespace_after_the_engine_was_built():
+    """Regression: the URI's prefix was bound for the lazy atom but the built engine was
+    not rebuilt, so the next eager atom with that URI was refused."""
+    from routing.matcher import AtomEngine
+
+    e = AtomEngine()
+    e.acquire("/a")
+    assert e.match(b"<a/>") == {"/a"}
+    e.acquire_lazy("/{urn:x}q/{urn:x}r")
+    e.acquire("/{urn:x}q")
+    doc = b"<q xmlns='urn:x'><r/></q>"
+    assert e.match(doc) == {"/{urn:x}q"} and e.holds("/{urn:x}q/{urn:x}r", doc)
