@@ -109,12 +109,13 @@ class GeneralizedView:
             del self._common[link]
 
     def observe(self, message) -> formats.Message:
-        """Remember a message this table routes, with the atoms it matches (the
-        newest ``samples`` are kept); returns it decoded, to be routed as such (the
-        engine then remembers the match instead of doing it again)."""
+        """Remember a message this table routes (the newest ``samples`` are kept);
+        returns it decoded, to be routed as such. What the sample matches is asked when
+        a plan is made (:meth:`AtomEngine.sample_bits`), not of every message routed:
+        most of a table's atoms are checked only when a candidate needs them."""
         if not isinstance(message, formats.Message):
             message = formats.decode("text", bytes(message) if not isinstance(message, str) else message.encode())
-        self.samples.append((message, self._engine.match_all(message)))
+        self.samples.append(message)
         return message
 
     def due(self, exact: LinkMatcher) -> bool:
@@ -142,15 +143,11 @@ class GeneralizedView:
         self._changes = 0
 
     def _plan(self, exact: LinkMatcher, target: Budget) -> tuple[Plan, LinkMatcher]:
-        samples = [message for message, _ in self.samples]
-        known: dict[str, int] = dict.fromkeys(exact.atoms, 0)
-        for i, (_, matched) in enumerate(self.samples):
-            for atom in matched:
-                if atom in known:
-                    known[atom] |= 1 << i
+        samples = list(self.samples)
+        known = self._engine.sample_bits(exact.atoms, samples)
 
         def bits(atoms: Iterable[str]) -> dict[str, int]:
-            # The table's atoms: what the sample matched when it was seen. Derived
+            # The table's atoms: what the sample matches. Derived
             # atoms: their skeleton's matches, exact for atoms without predicates and
             # an over-estimate otherwise (generalizing looks no cheaper than it is).
             out, derived = {}, {}

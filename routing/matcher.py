@@ -192,11 +192,6 @@ class AtomEngine:
         return out
 
 
-    def match_all(self, message) -> frozenset[str]:
-        """The atoms ``message`` matches, lazy ones included (what measuring a table's
-        filtering needs; routing asks lazy atoms only when it must)."""
-        return self.match(message) | {a for a in self._lazy if self.holds(a, message)}
-
     def sample_bits(self, atoms: Iterable[str], messages: list) -> dict[str, int]:
         """For each atom, a bit mask of the ``messages`` it matches (bit ``i`` for
         ``messages[i]``). Made for generalization, which asks about the same few

@@ -31,14 +31,15 @@ profiles. A forwarded message is never held back by local work.
 >>> [b2.collect(u.root, "b4", u.delta) for u in ups]   # b2 tells b1 in turn
 [[Up(parent='b1', root='b1', delta=Delta(profile_id='q1', ...))]]
 >>> msg = b"<nitf><head><title>Tide</title><meta/></head><body>long text</body></nitf>"
->>> b2.forwards("b1", msg)
-[Forward(link='b4', document=b'<nitf><head><title>Tide</title></head></nitf>')]
+>>> [(f.link, f.projected.to_xml()) for f in b2.forwards("b1", msg)]
+[('b4', b'<nitf><head><title>Tide</title></head></nitf>')]
 >>> b4.deliver(b"<nitf><head><title>Tide</title></head></nitf>")
 {'q1': [b'<t>Tide</t>']}
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -74,10 +75,18 @@ class Up(NamedTuple):
 
 
 class Forward(NamedTuple):
-    """The message goes down ``link``: as it is (``document`` None) or projected (XML text)."""
+    """The message goes down ``link``: as it is (``projected`` None) or its projection."""
 
     link: str
-    document: bytes | None
+    projected: formats.Message | None
+
+
+PROJECT_AT_MOST = 0.8
+"""A projection that keeps more than this share of a message's elements is not worth
+sending (it is encoded and decoded like the message, for little less on the wire): the
+link carries the message, and tries again after :data:`RETRY_AFTER` messages."""
+
+RETRY_AFTER = 64
 
 
 @dataclass
@@ -97,6 +106,8 @@ class Node:
     tombstones: dict[str, int] = field(default_factory=dict)  # deleted profile -> its last version
     tables: dict[str, RoutingTable] = field(default_factory=dict)  # tree root -> table
     version: int = 0  # changes made: hosted profiles and tables
+    unprojected: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(root, link) -> messages still to send whole before trying a projection again."""
 
     def __post_init__(self) -> None:
         # Whether an atom matches a message does not depend on the tree asking: the
@@ -190,23 +201,49 @@ class Node:
         return sorted(table.route(message)) if table is not None else []
 
     def forwards(self, root: str, message, links: list[str] | None = None, *,
-                 project: bool = True) -> list[Forward]:
+                 project: bool = True, projected: bool = False) -> list[Forward]:
         """What goes down each link: the routed ``links`` (default :meth:`route`), each
-        with the message's projection when every profile below the link allows one
-        (and ``project``)."""
+        with the message's projection when every profile below the link allows one (and
+        ``project``), and the projection is worth it (:data:`PROJECT_AT_MOST`). A message
+        that came ``projected`` is projected again; where that leaves little out, the
+        link gets it as it came (already small), and tries again with the next one.
+
+        >>> from routing.overlay import builtin
+        >>> n = Node("b4", builtin("figure4"))
+        >>> q = "for $t in $msg/a/t return <t>{$t/text()}</t>"
+        >>> n.collect("b1", "b6", Delta("q", 1, n.query(q), need(q)))
+        [Up(parent='b2', root='b1', delta=Delta(profile_id='q', ...))]
+        >>> [(f.link, f.projected.to_xml()) for f in n.forwards("b1", b"<a><t>x</t><b>long text</b></a>")]
+        [('b6', b'<a><t>x</t></a>')]
+        >>> n.forwards("b1", b"<a><t>x</t></a>")   # nothing to leave out: the message itself
+        [Forward(link='b6', projected=None)]
+        """
         if links is None:
             links = self.route(root, message)
         table = self.tables.get(root) if project else None
         out, element = [], None
         for link in links:
             projection = table.projection(link) if table is not None else None
-            if projection is None:
+            if projection is None or self._waiting(root, link):
                 out.append(Forward(link, None))
                 continue
             if element is None:
-                element = _element(message)
-            out.append(Forward(link, projection.apply(element)))
+                message = _decoded(message)
+                element = message.to_element()
+            part = formats.Message.from_element(projection.cut(copy.deepcopy(element)))
+            if len(part) > PROJECT_AT_MOST * len(message):
+                if not projected:
+                    self.unprojected[(root, link)] = RETRY_AFTER
+                part = None
+            out.append(Forward(link, part))
         return out
+
+    def _waiting(self, root: str, link: str) -> bool:
+        left = self.unprojected.get((root, link))
+        if not left:
+            return False
+        self.unprojected[(root, link)] = left - 1
+        return True
 
     def deliver(self, message, xml: bytes | None = None, *, projected: bool = False) -> dict[str, list[bytes]]:
         """The results of the local profiles (see :meth:`yfilter.Engine.run`; ``xml``:
@@ -223,11 +260,9 @@ class Node:
                 projected: bool = False) -> Iterator[Forward | tuple[str, list[bytes]]]:
         """The whole data plane for one message, in priority order: every
         :class:`Forward`, then ``(profile id, results)`` of each local profile matched."""
-        yield from self.forwards(root, message)
+        yield from self.forwards(root, message, projected=projected)
         yield from self.deliver(message, xml, projected=projected).items()
 
 
-def _element(message):
-    if isinstance(message, formats.Message):
-        return message.to_element()
-    return formats.decode("text", bytes(message)).to_element()
+def _decoded(message) -> formats.Message:
+    return message if isinstance(message, formats.Message) else formats.decode("text", bytes(message))

@@ -428,7 +428,7 @@ class Simulation:
             t0 = time.perf_counter()
             routes[b] = node.route(root, received)
             t1 = time.perf_counter()
-            forwards = node.forwards(root, received, routes[b])
+            forwards = node.forwards(root, received, routes[b], projected=doc is not None)
             timings["route"] += t1 - t0
             timings["project"] += time.perf_counter() - t1
             for c, projection in forwards:
@@ -439,7 +439,7 @@ class Simulation:
                     link.false_positives += 1
                 link.projected_messages += projection is not None
                 # A link without a projection of its own carries what the broker received.
-                arrived[c] = sent = doc if projection is None else projection
+                arrived[c] = sent = doc if projection is None else projection.to_xml()
                 link.projected_bytes += size if sent is None else len(sent)
             if node.profiles:
                 t0 = time.perf_counter()

@@ -8,9 +8,10 @@ record goes through three steps: :meth:`Plan.receive` validates the source (or p
 the packet header) and decodes by format; :meth:`Plan.route` forwards the message down
 the links of its tree whose routing queries it matches — re-encoded in the link's
 format, or projected on what the profiles below the link read, when they all read
-only parts of it (:meth:`routing.node.Node.forwards`; the packet then says
-``onyx-transform: projected``); :meth:`Plan.deliver` runs the profiles hosted here (a
-delivery to one of the overlay's own topics becomes a dead letter: it would loop).
+only parts of it and that leaves enough out (:meth:`routing.node.Node.forwards`; the
+packet, in the link's format too, then says ``onyx-transform: projected``);
+:meth:`Plan.deliver` runs the profiles hosted here (a delivery to one of the overlay's
+own topics becomes a dead letter: it would loop).
 What happens to a message is the node's; this module is its Kafka side.
 Routing is on the critical path: the executor (:mod:`broker.dataplane.executor`) routes a whole
 run of messages and hands those rows to Kafka before it matches local profiles.
@@ -198,7 +199,8 @@ class Plan:
         root = inbound.header.root_broker
         if self.settings.mode != "route":
             return [Forward(link, None) for link in self.node.children(root)]
-        return self.node.forwards(root, inbound.message, project=self.settings.projection)
+        return self.node.forwards(root, inbound.message, project=self.settings.projection,
+                                  projected=inbound.header.transform is not None)
 
     def route(self, inbound: Inbound) -> list[Row]:
         """The rows that forward a message down the links of its tree that want it."""
@@ -207,15 +209,12 @@ class Plan:
             forwards = self.forwards(inbound)
             if not forwards:
                 return []
-            key, whole, projected = header.message_id.encode(), None, None
+            key, whole = header.message_id.encode(), None
             rows = []
-            for link, document in forwards:
-                if document is not None:  # a projection: text, and the packet says so
-                    if projected is None:
-                        projected = PacketHeader("xml", format="text", source_id=header.source_id,
-                                                 root_broker=header.root_broker, message_id=header.message_id,
-                                                 transform="projected").to_kafka()
-                    rows.append((topics.broker_topic(link), key, document, projected))
+            for link, projected in forwards:
+                if projected is not None:  # in the link's format, and the packet says so
+                    blob, out = self._encoded(header, projected, "projected")
+                    rows.append((topics.broker_topic(link), key, blob, out))
                     continue
                 if whole is None:
                     whole = self._whole(inbound)
@@ -229,16 +228,28 @@ class Plan:
         link's format (as they came when that is the format already), and the header."""
         header = inbound.header
         if inbound.message is None:  # floor: forwarded as it came
-            fmt, blob, version = header.format, inbound.payload, header.dictionary_version
-        else:
-            fmt, dictionary = self._link_format(header.source_id)
-            version = dictionary.version if dictionary else None
-            same = header.format == fmt and header.dictionary_version == version and header.transform is None
-            blob = inbound.payload if same else formats.encode(fmt, inbound.message, dictionary=dictionary)
+            out = PacketHeader("xml", format=header.format, source_id=header.source_id,
+                               root_broker=header.root_broker, message_id=header.message_id,
+                               dictionary_version=header.dictionary_version).to_kafka()
+            return inbound.payload, out
+        fmt, dictionary = self._link_format(header.source_id)
+        version = dictionary.version if dictionary else None
+        if header.format == fmt and header.dictionary_version == version:
+            out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
+                               message_id=header.message_id, dictionary_version=version,
+                               transform=header.transform).to_kafka()
+            return inbound.payload, out
+        return self._encoded(header, inbound.message, header.transform)
+
+    def _encoded(self, header: PacketHeader, message: formats.Message,
+                 transform: str | None) -> tuple[bytes, list[tuple[str, bytes]]]:
+        """``message`` (the one received, or a projection of it) in the link's format."""
+        fmt, dictionary = self._link_format(header.source_id)
         out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
-                           message_id=header.message_id, dictionary_version=version,
-                           transform=header.transform).to_kafka()
-        return blob, out
+                           message_id=header.message_id,
+                           dictionary_version=dictionary.version if dictionary else None,
+                           transform=transform).to_kafka()
+        return formats.encode(fmt, message, dictionary=dictionary), out
 
     def deliver(self, inbound: Inbound) -> list[Row]:
         """The deliveries of the profiles hosted here: the message for a filter, one

@@ -6,7 +6,7 @@ topic names are fixed, so it cannot share the session's Kafka with another overl
 
 Filters (which deliver the whole message) are hosted on b3 only; transformation
 profiles on b2, b4, b5 and b6: in b1's tree (b1 -> b2 -> b4 -> b5, b6) every link but
-b1 -> b3 carries a projection. Generated transformation profiles (which often copy whole
+b1 -> b3 may carry a projection. Generated transformation profiles (which often copy whole
 subtrees) are on b5; b2, b4 and b6 host small ones, so the link to b6 carries a
 fraction of each message. b2 routes within a small budget."""
 
@@ -107,15 +107,15 @@ def test_links_carry_projections_and_every_result_is_the_centralized_engines(clu
         got[dict(r.headers())["onyx-message-id"].decode()][(r.key().decode(), r.value())] += 1
     assert {m: c for m, c in got.items() if m.startswith("dp-")} == {m: c for m, c in expected.items() if c}
 
-    # Every link below b1 -> b3 carried projections, the link to b6 a fraction of each
-    # message; onyx status counts them.
+    # The link to b6 carried projections, a fraction of each message (the links above it
+    # carry a projection too where that leaves enough out); onyx status counts them.
     size = {f"dp-{i}": len(d) for i, d in enumerate(docs)}
     links = [r for r in _read(cluster.bootstrap_servers, [topics.broker_topic(b) for b in ("b2", "b4", "b5", "b6")],
                               time.monotonic() + 5)
              if dict(r.headers() or ()).get("onyx-message-id", b"").decode() in size]
-    assert links and all(dict(r.headers()).get("onyx-transform") == b"projected" for r in links)
     to_b6 = [r for r in links if r.topic() == topics.broker_topic("b6")]
-    assert to_b6 and all(len(r.value()) < size[dict(r.headers())["onyx-message-id"].decode()] / 2 for r in to_b6)
+    assert to_b6 and all(dict(r.headers()).get("onyx-transform") == b"projected" for r in to_b6)
+    assert all(len(r.value()) < size[dict(r.headers())["onyx-message-id"].decode()] / 2 for r in to_b6)
     status = {b["broker"]: b for b in cluster.status()["brokers"]}
     assert status["b4"]["projected"] >= len(to_b6) and status["b1"]["projected"] > 0
 

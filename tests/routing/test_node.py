@@ -44,10 +44,10 @@ def _publish(nodes, root, xml):
         b, doc, projected = todo.pop()
         for item in nodes[b].process(root, doc, None if projected else doc, projected=projected):
             if isinstance(item, Forward):
-                projections += item.document is not None
-                carried[(b, item.link)] = item.document if item.document is not None else doc
-                todo.append((item.link, item.document if item.document is not None else doc,
-                             projected or item.document is not None))
+                projections += item.projected is not None
+                sent = item.projected.to_xml() if item.projected is not None else doc
+                carried[(b, item.link)] = sent
+                todo.append((item.link, sent, projected or item.projected is not None))
             else:
                 out[item[0]] = item[1]
     return out, carried, projections
@@ -103,9 +103,13 @@ def test_an_overlay_of_nodes_delivers_what_the_centralized_engine_does(seed, bud
     paths = ProfileGenerator(schema, n_preds=(0, 1), seed=seed)
     nodes, truth = _overlay_of_nodes(budget), Engine()
     for i in range(60):
-        # filters (which need the whole message) on b3 and b5 only: the links to b6 can project
-        if rng.random() < 0.7:
-            text, host = flwr.spec().text(), rng.choice(sorted(nodes))
+        # filters (which need the whole message) on b3 and b5 only, small transformations on
+        # b6: the link b4 -> b6 carries projections
+        if i < 3:
+            text, host = [TRANSFORM, "for $d in $msg/nitf/head/docdata return <d>{$d/doc-id}</d>",
+                          "for $p in $msg//p[1] return <p>{$p/text()}</p>"][i], "b6"
+        elif rng.random() < 0.7:
+            text, host = flwr.spec().text(), rng.choice(["b2", "b3", "b4", "b5"])
         else:
             text, host = paths.generate(), rng.choice(["b3", "b5"])
         _propagate(nodes, host, nodes[host].host(f"p{i}", 1, text, "t"))
@@ -116,7 +120,7 @@ def test_an_overlay_of_nodes_delivers_what_the_centralized_engine_does(seed, bud
         out, _, projections = _publish(nodes, "b1", xml)
         assert out == truth.run(xml, xml=xml)
         projected += projections
-    assert projected  # the links to b6 carried projections
+    assert projected  # the link to b6 carried projections
 
 
 def test_a_lazy_atom_with_a_new_namespace_after_the_engine_was_built():
