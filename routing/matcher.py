@@ -191,11 +191,10 @@ class AtomEngine:
             self._last = (message, out)
         return out
 
-
     def sample_bits(self, atoms: Iterable[str], messages: list) -> dict[str, int]:
         """For each atom, a bit mask of the ``messages`` it matches (bit ``i`` for
-        ``messages[i]``). Made for generalization, which asks about the same few
-        derived atoms (skeletons) on the same recent messages again and again: the
+        ``messages[i]``). Made for generalization, which asks about a table's atoms and
+        derived ones (skeletons) on the same recent messages again and again: the
         atoms go into a second engine that keeps them, so each is parsed once, and
         each message is matched again only after new atoms came in.
 
