@@ -126,9 +126,15 @@ def _quote_messages(n: int, seed: int) -> list[bytes]:
 
 
 def _transform_profiles(n: int, seed: int) -> list[str]:
-    """Transformation profiles over the generator's NITF paths, each returning the text
-    of what it binds: every link can carry a projection (ONYX 4.2.2)."""
-    return [f"for $x in $msg{p} return <hit>{{$x/text()}}</hit>" for p in _nitf_profiles(n, seed)]
+    """Transformation profiles that read a news item's metadata: the generator's NITF
+    paths into ``/nitf/head``, each returning the text of what it binds. Every link can
+    carry a projection without the body (ONYX 4.2.2)."""
+    gen = ProfileGenerator(Schema.nitf(), n_preds=(1, 2), p_star=0.1, p_desc=0.2, seed=seed)
+    head = re.compile(r"^/nitf(\[[^\]]*\])*/head/")
+    paths: list[str] = []
+    while len(paths) < n:
+        paths += [p for p in gen.batch(5 * (n - len(paths))) if head.match(p)]
+    return [f"for $x in $msg{p} return <hit>{{$x/text()}}</hit>" for p in paths[:n]]
 
 
 MIXES = {
