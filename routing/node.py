@@ -183,6 +183,10 @@ class Node:
         parent = self.overlay.tree(root).parent[self.broker]
         return [] if parent is None else [Up(parent, root, delta)]
 
+    def plans(self) -> int:
+        """Generalized views its tables planned so far (each builds new structures)."""
+        return sum(t.plans for t in self.tables.values())
+
     def warm(self) -> None:
         """Build now what routing would build at the next message (the atom engine and
         its compiled lazy atoms), so that a change's cost is paid with the change."""

@@ -166,6 +166,11 @@ class RoutingTable:
                 self.false_positives[link] += 1
         return chosen
 
+    @property
+    def plans(self) -> int:
+        """Generalized views planned so far (0 without a budget)."""
+        return 0 if self._view is None else self._view.rebuilds
+
     def regeneralize(self) -> None:
         """Re-plan the generalized view now (with the messages sampled so far)."""
         if self._view is None:

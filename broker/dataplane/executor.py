@@ -99,6 +99,7 @@ class Copy:
         self.plan = plan
         self.position = 0
         self.in_use = False
+        self.plans = 0  # generalized views its tables had planned at the last task's end
 
 
 class Copies:
@@ -147,7 +148,8 @@ class Copies:
         pass takes about a second, every task, unless they are frozen (``gc.freeze``,
         which is cheap: it moves lists). Only then, so that little garbage is frozen; and
         what a routing table builds on demand (its atom engine, lazy atoms) is built first,
-        or it would stay out of the permanent generation until the next change."""
+        or it would stay out of the permanent generation until the next change. A
+        budgeted table that planned its view counts as grown too (``_Task.finish``)."""
         if self.grown:
             for copy in self.copies.values():
                 copy.plan.node.warm()  # what routing builds on demand, built and frozen now
@@ -321,6 +323,10 @@ class _Task:
         flush = time.perf_counter() - t
         for copy in self.used.values():
             copy.in_use = False
+            plans = copy.plan.node.plans()
+            if plans != copy.plans:  # a budgeted table planned its view (and its sample engine)
+                copy.plans = plans
+                self.copies.grown = True
         self.copies.settle()
         stats = {}
         for broker, counts in self.counts.items():
