@@ -13,6 +13,7 @@ inbound topic and a record on the compacted ``onyx.catalog`` topic. Payloads are
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Protocol
 
 from broker import topics
@@ -60,7 +61,9 @@ class PacketSendError(RuntimeError):
 
 
 class Sender(Protocol):
-    """Where control packets go; :class:`KafkaSender` in production."""
+    """Where control packets go; :class:`KafkaSender` in production. A sender may also
+    have ``send_batch(items)`` (``(topic, packet)`` pairs, sent together and acknowledged
+    at once); :func:`send_all` uses it when there is one."""
 
     def send(self, topic: str, packet: Packet) -> None: ...
 
@@ -87,8 +90,33 @@ class KafkaSender:
         except KafkaError as exc:
             raise PacketSendError(f"could not write to Kafka topic {topic}: {exc}") from exc
 
+    def send_batch(self, items: Sequence[tuple[str, Packet]]) -> None:
+        """Send every ``(topic, packet)``, then wait for all their acknowledgements at once
+        (one flush); :class:`PacketSendError` if any was not written."""
+        from kafka.errors import KafkaError
+
+        futures = []
+        try:
+            for topic, (key, value, headers) in items:
+                futures.append(self.producer.send(topic, key=key, value=value, headers=headers))
+            self.producer.flush(timeout=self.timeout_s)
+            for future in futures:
+                future.get(timeout=self.timeout_s)
+        except KafkaError as exc:
+            raise PacketSendError(f"could not write a batch of {len(items)} packets to Kafka: {exc}") from exc
+
     def close(self) -> None:
         self.producer.close()
+
+
+def send_all(sender: Sender, items: Sequence[tuple[str, Packet]]) -> None:
+    """Send ``(topic, packet)`` pairs as one batch if ``sender`` can, else one by one."""
+    batch = getattr(sender, "send_batch", None)
+    if batch is not None:
+        batch(items)
+        return
+    for topic, packet in items:
+        sender.send(topic, packet)
 
 
 def announce_profile(sender: Sender, op: str, profile: ProfileRecord) -> None:
@@ -97,6 +125,20 @@ def announce_profile(sender: Sender, op: str, profile: ProfileRecord) -> None:
     sender.send(topics.broker_topic(profile.host_broker), packet)
     key, value, headers = packet
     sender.send(topics.PROFILES, (key, None if op == "delete" else value, headers))
+
+
+def announce_profiles(sender: Sender, op: str, records: Sequence[ProfileRecord]) -> None:
+    """:func:`announce_profile` for many profiles, as one batch of packets (one flush of
+    a :class:`KafkaSender`): each profile's query packet to its host broker and its record
+    on the compacted profile log, in the order of ``records``."""
+    items: list[tuple[str, Packet]] = []
+    for profile in records:
+        packet = query_packet(op, profile)
+        key, value, headers = packet
+        items.append((topics.broker_topic(profile.host_broker), packet))
+        items.append((topics.PROFILES, (key, None if op == "delete" else value, headers)))
+    if items:
+        send_all(sender, items)
 
 
 def announce_source(sender: Sender, source: SourceRecord) -> None:

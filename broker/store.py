@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from sqlalchemy import (Column, DateTime, Float, Integer, MetaData, String, Table, Text,
                         create_engine, delete, func, insert, inspect, select, text, update)
@@ -186,6 +186,25 @@ class Transaction:
                 subscriber_id=p.subscriber_id))
         except IntegrityError:
             raise DuplicateError(f"profile id {p.id!r} is already registered") from None
+
+    def add_profiles(self, records: Sequence[tuple[ProfileRecord, str]]) -> None:
+        """:meth:`add_profile` for many ``(profile, token)`` pairs, in one statement."""
+        now = _now()
+        rows = [{"id": p.id, "text": p.text, "host_broker": p.host_broker, "delivery_topic": p.delivery_topic,
+                 "token_hash": hash_token(token), "version": p.version, "created": now, "updated": now,
+                 "subscriber_id": p.subscriber_id} for p, token in records]
+        if not rows:
+            return
+        try:
+            self.conn.execute(insert(profiles), rows)
+        except IntegrityError:
+            raise DuplicateError("a profile id of the batch is already registered") from None
+
+    def unclaim_topic(self, topic: str) -> None:
+        """Undo :meth:`claim_topic` of ``topic`` in this transaction (it could not be created)."""
+        if topic in self.claimed:
+            self.claimed.remove(topic)
+            self.conn.execute(delete(delivery_topics).where(delivery_topics.c.key == _collision_key(topic)))
 
     def update_profile(self, p: ProfileRecord) -> None:
         self.conn.execute(update(profiles).where(profiles.c.id == p.id).values(
