@@ -9,7 +9,7 @@ import pytest
 
 MODULES = ["broker.topics", "broker.store", "broker.subscribers", "broker.topic_admin", "broker.kafka_auth",
            "broker.control_packets", "broker.deploy_topology", "broker.state", "broker.plan", "broker.state_log",
-           "broker.sink", "broker.spark_daemon"]
+           "broker.sink", "broker.spark_daemon", "broker.clients"]
 
 
 @pytest.mark.parametrize("name", MODULES)
