@@ -120,6 +120,8 @@ def test_each_item_is_registered_or_refused_in_order_with_one_packet_batch(api):
     assert [(t, k.decode()) for t, (k, _, _) in sender.batches[0]] == expected
     packet = json.loads(sender.batches[0][0][1][1])
     assert packet["op"] == "add" and packet["text"] == "/nitf/head/title" and packet["version"] == 1
+    stages = [part.split(";")[0] for part in r.headers["Server-Timing"].split(", ")]
+    assert stages == ["check", "place", "topics", "insert", "kafka", "commit", "answer"]
 
 
 def test_a_subscriber_token_puts_every_profile_in_that_subscriber(api):
