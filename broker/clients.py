@@ -264,7 +264,8 @@ def register_file(api_url: str, lines: list[tuple[int, str]], *, near: str | Non
         for at in range(0, len(lines), batch):
             chunk = lines[at:at + batch]
             try:
-                answer = api("POST", f"{api_url}/profiles:batch", {"profiles": [{"text": t, **extra} for _, t in chunk]},
+                answer = api("POST", f"{api_url}/profiles:batch",
+                             {"profiles": [{"text": t, **extra} for _, t in chunk]},
                              subscriber_token=subscriber_token or created, timeout=600)
             except ApiError as exc:
                 done = sum(r.status == 201 for r in results)

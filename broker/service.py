@@ -147,7 +147,8 @@ class ProfileBatchRegistered(BaseModel):
         "subscriber_token": "kq3...(only when the request had no X-Onyx-Subscriber-Token)",
         "results": [
             {"index": 0, "status": 201, "profile": {"profile_id": "5b0c8a1f2e3d4c5b", "host_broker": "b5",
-                                                    "token": "Zt9...", "delivery_topic": "onyx.deliver.s3f1c2a9d8e7b6a50",
+                                                    "token": "Zt9...",
+                                                    "delivery_topic": "onyx.deliver.s3f1c2a9d8e7b6a50",
                                                     "subscriber_id": "s3f1c2a9d8e7b6a50"}},
             {"index": 1, "status": 422, "error": {"detail": "unsupported axis 'parent::' at column 12",
                                                   "column": 12}},
@@ -416,11 +417,11 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         endpoint would have answered for that item alone (422, 409) and its ``error``
         (with the ``column`` of a syntax error). A refused item changes nothing; the
         others are stored in one database transaction and sent to their host brokers as
-        one batch of query packets. The ``Server-Timing`` header tells where the time went
-        (check, place, topics, insert, kafka, commit, answer; milliseconds). The whole request fails, and nothing is registered,
+        one batch of query packets. The whole request fails, and nothing is registered,
         only for an unknown subscriber token (401), a body that is not a list of 1 to
         10,000 items (422) or larger than 64 MiB (413), and a failure of Kafka or the
-        database (503)."""
+        database (503). The ``Server-Timing`` header tells where the time went (check,
+        place, topics, insert, kafka, commit, answer; milliseconds)."""
         timing, t0 = {}, time.perf_counter()
         owner = subscribers.authenticate(x_onyx_subscriber_token).id if x_onyx_subscriber_token else None
         subscriber_id = owner or subscribers.new_id()
