@@ -136,6 +136,8 @@ def _subscribe_file(args: argparse.Namespace) -> int:
                 out.write(json.dumps({"line": r.line, "status": r.status, **(r.profile or {}),
                                       **({"error": r.error} if r.error else {})}) + "\n")
         _say(f"per-line results (profile ids and tokens, needed to update or delete them) in {args.results}")
+    elif registered:
+        _say("the profiles' own tokens (to update or delete one) were not kept: --results OUT keeps them")
     if failed:
         _say(f"{len(failed):,} lines refused:")
         for r in failed:
