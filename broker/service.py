@@ -226,6 +226,30 @@ def _refused(index: int, status: int, detail: str, column: int | None = None) ->
     return BatchItem(index=index, status=status, error=ItemError(detail=detail, column=column))
 
 
+class PlacementLoad:
+    """Profiles per broker as placement sees them (round robin's load), without counting
+    the whole ``profiles`` table for every registration (5 ms at 100,000 profiles): the
+    store's count, kept up to date with this service's own changes, and read again from
+    the store when it is more than ``refresh_s`` seconds old, so that other writers of
+    the same database (if any) are seen too. Used under the service's placement lock."""
+
+    def __init__(self, store: Store, refresh_s: float = 5.0) -> None:
+        self.store, self.refresh_s = store, refresh_s
+        self._counts: dict[str, int] | None = None
+        self._read = 0.0
+
+    def counts(self) -> dict[str, int]:
+        """A copy of the current counts."""
+        if self._counts is None or time.monotonic() - self._read > self.refresh_s:
+            self._counts, self._read = self.store.profile_counts(), time.monotonic()
+        return dict(self._counts)
+
+    def add(self, broker: str, n: int = 1) -> None:
+        """``n`` profiles more (or fewer) on ``broker``, committed."""
+        if self._counts is not None:
+            self._counts[broker] = self._counts.get(broker, 0) + n
+
+
 class BodyLimit:
     """Refuses a request to ``path`` whose Content-Length exceeds ``limit`` bytes with
     413, before its body is read (pure ASGI, so other requests pay nothing)."""
@@ -286,6 +310,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     placer = make_strategy(placement, overlay, tuning)
     placer.restore((p.id, p.text, p.host_broker) for p in store.list_profiles())
     placing = threading.Lock()  # requests run in a thread pool; strategies keep state
+    load = PlacementLoad(store)
     app = FastAPI(title="Onyx registration service", version="0.1.0",
                   description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay.")
     app.add_middleware(BodyLimit, path=BATCH_PATH, limit=MAX_BATCH_BYTES)
@@ -383,7 +408,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         profile_id = uuid.uuid4().hex[:16]
         with placing:
             host = placer.choose(PlacementRequest(profile_id, body.text, body.near, body.location,
-                                                  store.profile_counts()))
+                                                  load.counts()))
             token = secrets.token_urlsafe(24)
             try:
                 with store.transaction() as tx:
@@ -396,6 +421,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             except Exception:
                 placer.forget(profile_id)  # not registered after all
                 raise
+            load.add(host)
         return ProfileRegistered(profile_id=record.id, host_broker=host, token=token, delivery_topic=topic,
                                  subscriber_id=subscriber_id, subscriber_token=new.token if new else None)
 
@@ -445,7 +471,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         t0 = _lap(timing, "check", t0)
         with placing:
             placed: list[str] = []
-            counts = store.profile_counts() if checked else {}  # the load placement sees, kept up to date here
+            counts = load.counts() if checked else {}  # the load placement sees, kept up to date here
             try:
                 with store.transaction() as tx:
                     for i, item in checked:
@@ -497,6 +523,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 for profile_id in placed:
                     placer.forget(profile_id)  # not registered after all
                 raise
+            for _, record, _ in accepted:
+                load.add(record.host_broker)
         for i, record, token in accepted:
             results[i] = BatchItem(index=i, status=201, profile=ProfileRegistered(
                 profile_id=record.id, host_broker=record.host_broker, token=token,
@@ -550,6 +578,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 tx.delete_profile(profile_id)
                 announce_profile(sender, "delete", record)
             placer.forget(profile_id)
+            load.add(old.host_broker, -1)
 
     @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)")
     def rebalance(x_onyx_admin_token: Annotated[str | None, Header()] = None) -> list[MoveView]:
@@ -575,6 +604,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                     tx.update_profile(moved)
                     announce_profile(sender, "delete", gone)
                     announce_profile(sender, "add", moved)
+                load.add(move.from_broker, -1)
+                load.add(move.to_broker)
                 done.append(MoveView(**move._asdict()))
         return done
 

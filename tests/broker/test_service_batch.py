@@ -2,13 +2,14 @@
 own, the registered ones in one transaction and one batch of query packets."""
 
 import json
+import time
 
 import pytest
 from fastapi.testclient import TestClient
 
 import broker.service
 from broker.control_packets import PacketSendError
-from broker.service import MAX_BATCH, create_app
+from broker.service import MAX_BATCH, PlacementLoad, create_app
 from broker.store import Store
 from broker.topic_admin import TopicRefusedError
 from routing.overlay import builtin
@@ -247,3 +248,40 @@ def test_openapi_documents_the_batch_endpoint(api):
     assert {"401", "413", "422", "503"} <= set(op["responses"])
     assert "column" in schemas["ItemError"]["properties"]
     assert "x-onyx-subscriber-token" in [p["name"].lower() for p in op["parameters"]]
+
+
+def test_the_kafka_sender_fails_in_time_when_kafka_is_unreachable():
+    from broker.control_packets import KafkaSender, query_packet
+    from broker.devcluster import free_port
+    from broker.store import ProfileRecord
+
+    sender = KafkaSender(f"127.0.0.1:{free_port()}", timeout_s=1.0)
+    packet = query_packet("add", ProfileRecord("p1", "/a", "b1", "onyx.deliver.s1", 1))
+    t0 = time.monotonic()
+    with pytest.raises(PacketSendError, match="could not write to Kafka"):
+        sender.send_batch([("onyx.broker.b1", packet), ("onyx.profiles", packet)])
+    with pytest.raises(PacketSendError, match="Kafka topic onyx.broker.b1"):
+        sender.send("onyx.broker.b1", packet)
+    assert time.monotonic() - t0 < 10
+
+
+def test_placement_load_follows_the_services_changes_and_rereads_the_store(api, monkeypatch):
+    client, _, store, _ = api
+    bodies = [client.post("/profiles", json={"text": f"/nitf/p{i}"}).json() for i in range(6)]
+    assert sorted(b["host_broker"] for b in bodies) == builtin().brokers
+    gone = bodies[3]
+    client.delete(f"/profiles/{gone['profile_id']}", headers={"X-Onyx-Token": gone["token"]})
+    assert client.post("/profiles", json={"text": "/nitf/again"}).json()["host_broker"] == gone["host_broker"]
+    load = PlacementLoad(store, refresh_s=0.0)  # what another writer of the database would be seen as
+    assert load.counts() == {b: 1 for b in builtin().brokers}
+    load.add("b2")
+    assert load.counts()["b2"] == 1  # read again: the store knows better
+
+
+def test_a_sqlite_file_is_in_write_ahead_log_mode(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL: a commit is on disk
+    with Store("sqlite://").engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "memory"
