@@ -60,8 +60,13 @@ class Client:
         t0 = time.perf_counter()
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", **({"X-Onyx-Subscriber-Token": token} if token else {})}
-        self.conn.request(method, path, body=data, headers=headers)
-        resp = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self.conn.close()  # the server closed an idle keep-alive connection: open another
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
         raw = resp.read()
         answer = json.loads(raw) if raw else None
         return resp.status, answer, dict(resp.getheaders()), time.perf_counter() - t0
