@@ -232,7 +232,8 @@ def run(args) -> dict:
             status, sub, _, _ = client.call("POST", "/subscribers")
             assert status == 201, sub
             token = sub["token"]
-            client.call("POST", "/profiles", {"text": "/nitf"}, token)  # warm-up: first request, connections
+            for i in range(50):  # warm-up: first requests, connections, Kafka metadata of every topic
+                client.call("POST", "/profiles", {"text": f"/nitf/warm-up{i}"}, token)
             load0 = os.getloadavg()[0]
             single_empty = one_by_one(client, texts[:args.single], token, service.pid)
             print(f"one by one, empty store: {single_empty['per_s']:.0f}/s", flush=True)
