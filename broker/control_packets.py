@@ -88,6 +88,9 @@ class KafkaSender:
         self.timeout_s = timeout_s
         self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 0,
                                   "socket.nagle.disable": True,
+                                  # Java's (and kafka-python's) partition for a key: a profile's records
+                                  # land where the ones written before this producer did (compaction)
+                                  "partitioner": "murmur2_random",
                                   # a packet not acknowledged in time fails the request (PacketSendError)
                                   "message.timeout.ms": int(timeout_s * 1000),
                                   "message.max.bytes": 16 * 1024 * 1024, **librdkafka_options()})

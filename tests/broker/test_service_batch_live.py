@@ -63,3 +63,28 @@ def test_a_batch_reaches_each_host_broker_and_its_bad_item_is_reported_with_its_
     for p in registered.values():  # each registered profile is stored and answers to its own token
         assert api("GET", f"{service.url}/profiles/{p['profile_id']}")["host_broker"] == p["host_broker"]
     api("DELETE", f"{service.url}/profiles/{registered['b6']['profile_id']}", token=registered["b6"]["token"])
+
+
+def test_the_kafka_sender_partitions_keys_as_kafka_python_did(kafka, unique):
+    """The compacted profile log keeps one record per profile only if every version of it
+    lands in one partition: the sender partitions keys as the producer before it did."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic
+
+    from broker.control_packets import KafkaSender
+
+    topic = f"test.partitions.{unique}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    admin.create_topics([NewTopic(topic, num_partitions=8, replication_factor=1)])
+    admin.close()
+    keys = [f"p{i:04x}".encode() for i in range(40)]
+    old = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
+    expected = {k: old.send(topic, key=k, value=b"old").get(30).partition for k in keys}
+    old.close()
+    sender = KafkaSender(kafka.bootstrap_servers)
+    sender.send_batch([(topic, (k, b"new", [])) for k in keys])
+    consumer = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap_servers, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000)
+    got = {r.key: r.partition for r in consumer if r.value == b"new"}
+    consumer.close()
+    assert got == expected and len(set(expected.values())) > 1
