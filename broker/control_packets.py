@@ -13,6 +13,7 @@ inbound topic and a record on the compacted ``onyx.catalog`` topic. Payloads are
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -57,6 +58,10 @@ def catalog_packet(source: SourceRecord) -> Packet:
     return source.id.encode(), json.dumps(body).encode(), PacketHeader("catalog", source_id=source.id).to_kafka()
 
 
+_LOG = logging.getLogger("onyx.service.kafka")
+_LOG.addHandler(logging.NullHandler())
+
+
 class PacketSendError(RuntimeError):
     """A control packet could not be written to Kafka (the change is not registered)."""
 
@@ -93,7 +98,9 @@ class KafkaSender:
                                   "partitioner": "murmur2_random",
                                   # a packet not acknowledged in time fails the request (PacketSendError)
                                   "message.timeout.ms": int(timeout_s * 1000),
-                                  "message.max.bytes": 16 * 1024 * 1024, **librdkafka_options()})
+                                  "message.max.bytes": 16 * 1024 * 1024,
+                                  # librdkafka's own log (say, reconnecting) through logging, not stderr
+                                  "logger": _LOG, **librdkafka_options()})
 
     def send(self, topic: str, packet: Packet) -> None:
         self.send_batch([(topic, packet)])
@@ -134,7 +141,10 @@ class KafkaSender:
                                   f"{errors[0] if errors else f'no acknowledgement in {self.timeout_s:.0f} s'}")
 
     def close(self) -> None:
-        self.producer.flush(self.timeout_s)
+        """Wait for what is in flight, then let the producer go (its connections with it)."""
+        if self.producer is not None:
+            self.producer.flush(self.timeout_s)
+            self.producer = None
 
 
 def send_all(sender: Sender, items: Sequence[tuple[str, Packet]]) -> None:
