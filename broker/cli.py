@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -86,9 +87,63 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 def _cmd_subscribe(args: argparse.Namespace) -> int:
     from broker import clients
 
+    if (args.profile is None) == (args.file is None):
+        raise SetupError("give one PROFILE, or --file FILE with one profile per line (not both)")
+    if args.file is not None:
+        return _subscribe_file(args)
     bootstrap, api_url = _endpoints(args)
     clients.subscribe(api_url, bootstrap, args.profile, _say, near=args.near, delivery_topic=args.delivery_topic,
                       subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep)
+    return 0
+
+
+def _subscribe_file(args: argparse.Namespace) -> int:
+    """``onyx subscribe --file``: register every line, report, keep them (exit 1 if a line failed)."""
+    from broker import clients
+
+    if args.count or args.timeout:
+        raise SetupError("--count and --timeout follow the deliveries of one PROFILE; --file registers and stops")
+    if not 1 <= args.batch_size <= clients.BATCH:
+        raise SetupError(f"--batch-size is 1 to {clients.BATCH:,}, not {args.batch_size}")
+    if args.file == "-":
+        name, text = "<stdin>", sys.stdin.read()
+    else:
+        name, text = args.file, Path(args.file).read_text(encoding="utf-8")
+    lines = clients.profile_lines(text.splitlines())
+    if not lines:
+        raise SetupError(f"{name} holds no profile (one per line; blank lines and # comments are skipped)")
+    if args.api is None:
+        from broker import up
+
+        api_url = up.require_cluster()["api_url"]
+    else:
+        api_url = args.api
+    done = clients.register_file(api_url, lines, near=args.near, delivery_topic=args.delivery_topic,
+                                 subscriber_token=args.subscriber_token, batch=args.batch_size,
+                                 progress=sys.stderr.isatty(), label=f"profiles from {name}")
+    failed = done.failed
+    registered = len(done.results) - len(failed)
+    rate = len(done.results) / max(done.seconds, 1e-9)
+    topics = sorted({r.profile["delivery_topic"] for r in done.results if r.profile})
+    _say(f"registered {registered:,} of {len(lines):,} profiles from {name} in {done.seconds:.1f}s ({rate:,.0f}/s)"
+         + (f" for subscriber {done.subscriber_id}; deliveries on {', '.join(topics)}" if registered else ""))
+    if done.subscriber_token:
+        _say(f"a new subscriber {done.subscriber_id}; its token (--subscriber-token or ONYX_SUBSCRIBER_TOKEN, to add "
+             f"profiles to its delivery topic): {done.subscriber_token}")
+    if args.results:
+        with open(args.results, "w", encoding="utf-8") as out:
+            for r in done.results:
+                out.write(json.dumps({"line": r.line, "status": r.status, **(r.profile or {}),
+                                      **({"error": r.error} if r.error else {})}) + "\n")
+        _say(f"per-line results (profile ids and tokens, needed to update or delete them) in {args.results}")
+    elif registered:
+        _say("the profiles' own tokens (to update or delete one) were not kept: --results OUT keeps them")
+    if failed:
+        _say(f"{len(failed):,} lines refused:")
+        for r in failed:
+            for line in clients.describe_failure(name, r):
+                _say(line)
+        return 1
     return 0
 
 
@@ -196,11 +251,32 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--bootstrap-servers", default=None, help="Kafka (default: the running `onyx up`)")
     publish.set_defaults(func=_cmd_publish)
 
-    subscribe = sub.add_parser("subscribe", help="register a profile and print its deliveries as they arrive",
-                               description="Register PROFILE (an XPath filter or a FLWR query) with the registration "
-                               "service and print every delivery until Ctrl-C, --count or --timeout; the profile is "
-                               "deleted at the end unless --keep.")
-    subscribe.add_argument("profile", help="the profile text, e.g. \"/nitf[head/pubdata/@edition.area='SF']\"")
+    subscribe = sub.add_parser("subscribe", help="register a profile and print its deliveries as they arrive, "
+                               "or register a file of profiles",
+                               description="Register PROFILE (an XPath filter or a FLWR query) with the "
+                               "registration service and print\nevery delivery until Ctrl-C, --count or --timeout; "
+                               "the profile is deleted at the end unless --keep.\n\n"
+                               "With --file FILE instead, register every profile of FILE: one per line, blank lines "
+                               "and\nlines starting with # skipped, up to 10,000 per request (POST /profiles:batch), "
+                               "all for\none subscriber (--subscriber-token's, or a new one whose token is printed). "
+                               "Shows progress\non a terminal, prints a summary and every refused line as "
+                               "FILE:LINE: reason (with a caret\nunder the column of a syntax error), keeps the "
+                               "registered profiles and stops. Exit status 1\nif any line was refused, 2 if a whole "
+                               "request was (Kafka down, say; the batches before it\nstay registered).",
+                               formatter_class=argparse.RawDescriptionHelpFormatter,
+                               epilog="examples:\n"
+                               "  onyx subscribe \"/nitf[head/pubdata/@edition.area='SF']\" --near b5\n"
+                               "  onyx subscribe --file profiles.txt --subscriber-token $ONYX_SUBSCRIBER_TOKEN "
+                               "--results registered.jsonl")
+    subscribe.add_argument("profile", nargs="?", default=None,
+                           help="the profile text, e.g. \"/nitf[head/pubdata/@edition.area='SF']\"")
+    subscribe.add_argument("--file", default=None, metavar="FILE",
+                           help="register the profiles of FILE, one per line ('-': standard input), and stop")
+    subscribe.add_argument("--batch-size", type=int, default=10_000, metavar="N",
+                           help="with --file: profiles per request (1-10000, default 10000)")
+    subscribe.add_argument("--results", default=None, metavar="OUT",
+                           help="with --file: write one JSON line per profile line to OUT (line, status, and "
+                           "profile_id, token, host_broker, delivery_topic or error)")
     subscribe.add_argument("--near", default=None, help="broker you are near (placement hint)")
     subscribe.add_argument("--delivery-topic", default=None,
                            help="deliver to this topic, which becomes yours (outside onyx.*; default: your "

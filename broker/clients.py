@@ -17,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -32,7 +32,7 @@ class ApiError(RuntimeError):
 
 
 def api(method: str, url: str, body: dict | None = None, token: str | None = None,
-        subscriber_token: str | None = None) -> dict | list | None:
+        subscriber_token: str | None = None, timeout: float = 30.0) -> dict | list | None:
     """One JSON request to the registration service, with a profile's ``token`` and/or a
     ``subscriber_token`` if given; :class:`ApiError` with the service's own message for a
     4xx/5xx answer."""
@@ -41,7 +41,7 @@ def api(method: str, url: str, body: dict | None = None, token: str | None = Non
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data, headers, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as exc:
         try:
@@ -51,6 +51,8 @@ def api(method: str, url: str, body: dict | None = None, token: str | None = Non
         raise ApiError(f"{method} {url}: HTTP {exc.code}: {detail}") from None
     except urllib.error.URLError as exc:
         raise ApiError(f"cannot reach the registration service at {url}: {exc.reason}") from None
+    except TimeoutError:
+        raise ApiError(f"{method} {url}: no answer in {timeout:.0f} s") from None
     return json.loads(raw) if raw else None
 
 
@@ -199,3 +201,96 @@ def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | 
             say(f"deleted profile {pid}")
     say(f"{received} deliveries")
     return received
+
+
+BATCH = 10_000  # profiles per POST /profiles:batch, the service's most
+
+
+def profile_lines(lines: Iterable[str]) -> list[tuple[int, str]]:
+    """``(line number, profile)`` for every line that holds a profile: one per line,
+    surrounding blanks dropped, blank lines and ``#`` comments skipped.
+
+    >>> profile_lines(["# news in SF", "/nitf[head/pubdata/@edition.area='SF']", "", "  //hl1  "])
+    [(2, "/nitf[head/pubdata/@edition.area='SF']"), (4, '//hl1')]
+    """
+    out = []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if text and not text.startswith("#"):
+            out.append((number, text))
+    return out
+
+
+class LineResult(NamedTuple):
+    """What became of one line of a profile file: its profile, or why it was refused."""
+
+    line: int
+    text: str
+    status: int
+    profile: dict | None = None
+    error: dict | None = None
+
+
+class FileRegistration(NamedTuple):
+    """The outcome of :func:`register_file`."""
+
+    results: list[LineResult]
+    subscriber_id: str | None
+    subscriber_token: str | None  # of the subscriber created for the file (None: the caller's, or none)
+    seconds: float
+
+    @property
+    def failed(self) -> list[LineResult]:
+        return [r for r in self.results if r.status != 201]
+
+
+def register_file(api_url: str, lines: list[tuple[int, str]], *, near: str | None = None,
+                  delivery_topic: str | None = None, subscriber_token: str | None = None, batch: int = BATCH,
+                  progress: bool = False, label: str = "profiles") -> FileRegistration:
+    """Register ``(line number, profile)`` pairs with ``POST /profiles:batch``, ``batch``
+    at a time, all for one subscriber: ``subscriber_token``'s, or the one the first batch
+    creates (whose token the later batches send). A batch the service refuses as a whole
+    (Kafka down, say) stops the run with :class:`ApiError`, saying which lines were
+    registered before it."""
+    from tqdm import tqdm
+
+    if not 1 <= batch <= BATCH:
+        raise ValueError(f"a batch holds 1 to {BATCH:,} profiles, not {batch}")
+    extra = {**({"near": near} if near else {}), **({"delivery": {"topic": delivery_topic}} if delivery_topic else {})}
+    results: list[LineResult] = []
+    subscriber_id, created = None, None
+    start = time.monotonic()
+    with tqdm(total=len(lines), desc=f"registering {label}", unit="profile", disable=not progress) as bar:
+        for at in range(0, len(lines), batch):
+            chunk = lines[at:at + batch]
+            try:
+                answer = api("POST", f"{api_url}/profiles:batch",
+                             {"profiles": [{"text": t, **extra} for _, t in chunk]},
+                             subscriber_token=subscriber_token or created, timeout=600)
+            except ApiError as exc:
+                done = sum(r.status == 201 for r in results)
+                raise ApiError(f"{exc} (lines {chunk[0][0]}-{chunk[-1][0]} not registered; {done} profiles "
+                               f"registered before{' as subscriber ' + subscriber_id if subscriber_id else ''}"
+                               f"{', its token ' + created if created else ''})") from None
+            subscriber_id = answer.get("subscriber_id") or subscriber_id
+            created = created or answer.get("subscriber_token")
+            for (number, text), r in zip(chunk, answer["results"]):
+                results.append(LineResult(number, text, r["status"], r.get("profile"), r.get("error")))
+            bar.update(len(chunk))
+    return FileRegistration(results, subscriber_id, created, time.monotonic() - start)
+
+
+def describe_failure(name: str, r: LineResult) -> list[str]:
+    """A refused line as ``file:line: reason``, with the line and a caret under the column
+    the service named (if it named one).
+
+    >>> describe_failure("p.txt", LineResult(3, "/nitf/parent::x", 422, error={"detail": "unsupported axis "
+    ...                  "'parent::' at column 7", "column": 7}))
+    ["p.txt:3: unsupported axis 'parent::' at column 7", '    /nitf/parent::x', '          ^']
+    """
+    error = r.error or {}
+    out = [f"{name}:{r.line}: {error.get('detail', f'HTTP {r.status}')}"]
+    column = error.get("column")
+    if column is not None:
+        out += [f"    {r.text}", "    " + " " * (column - 1) + "^"]
+    return out

@@ -51,7 +51,7 @@ from typing import Union
 
 from yfilter import ast
 from yfilter.errors import ProfileError
-from yfilter.parser import _NCNAME, _TOKEN, _Parser, _Tok
+from yfilter.parser import _NCNAME, _TOKEN, MAX_NESTING, _Parser, _Tok
 from yfilter.steps import Step, make_step
 
 _FOR = re.compile(r"\s*for\s*\$")
@@ -422,6 +422,8 @@ class _ClauseParser(_Parser):
 class _ReturnParser:
     """Character-level parser of the direct element constructor after ``return``."""
 
+    nesting = 0  # constructors open around the current one (see MAX_NESTING)
+
     def __init__(self, text: str, pos: int, namespaces: dict[str, str], var: str) -> None:
         self.text, self.pos, self.ns, self.var = text, pos, namespaces, var
 
@@ -587,7 +589,12 @@ class _ReturnParser:
                     self.pos += 1
                     return tuple(out)
                 flush()
+                if self.nesting >= MAX_NESTING:
+                    raise ProfileError(f"constructors nested more than {MAX_NESTING} deep are not supported",
+                                       self.pos + 1)
+                self.nesting += 1
                 out.append(self.element())
+                self.nesting -= 1
             elif ch in "{}":
                 if self.text.startswith(ch * 2, self.pos):
                     buf.append(ch)

@@ -41,6 +41,10 @@ _AXES = {"ancestor", "ancestor-or-self", "attribute", "child", "descendant",
 _NODE_TYPES = {"node", "comment", "processing-instruction"}
 _FUNCTIONS = {"contains", "starts-with"}
 _CMP = {"=", "!=", "<", "<=", ">", ">="}
+MAX_NESTING = 32
+"""Conditions nest at most this deep (predicates, parentheses and ``not()`` inside one
+another): deeper ones are refused with their position, rather than exhausting Python's
+stack here or, later, in whatever else walks a profile (a broker's routing query)."""
 
 
 class _Tok:
@@ -80,6 +84,8 @@ def parse(text: str, namespaces: Mapping[str, str] | None = None) -> ast.Path:
 
 
 class _Parser:
+    nesting = 0  # conditions open around the current token (see MAX_NESTING)
+
     def __init__(self, text: str, namespaces: dict[str, str]) -> None:
         self.toks = _tokenize(text)
         self.i = 0
@@ -222,10 +228,17 @@ class _Parser:
         return expr
 
     def expr(self, whole_predicate: bool = False) -> ast.Expr:
-        items = [self._operand_of("or", self.and_expr, whole_predicate)]
-        while self.at_word("or"):
-            self.i += 1
-            items.append(self._operand_of("or", self.and_expr, False))
+        if self.nesting >= MAX_NESTING:
+            raise ProfileError(f"conditions nested more than {MAX_NESTING} deep (predicates, parentheses, "
+                               "not()) are not supported", self.tok.col)
+        self.nesting += 1
+        try:
+            items = [self._operand_of("or", self.and_expr, whole_predicate)]
+            while self.at_word("or"):
+                self.i += 1
+                items.append(self._operand_of("or", self.and_expr, False))
+        finally:
+            self.nesting -= 1
         return ast.Or(tuple(items)) if len(items) > 1 else items[0]
 
     def and_expr(self, whole_predicate: bool) -> ast.Expr:

@@ -12,6 +12,11 @@ with it. A profile delivers to its subscriber's own topic ``onyx.deliver.<subscr
 unless it names another; a topic the overlay uses itself is refused (422), one another
 subscriber owns too (409). Profiles stored by an older version with such a topic are
 refused when the service starts (:func:`refuse_internal_profiles`).
+
+``POST /profiles:batch`` registers up to :data:`MAX_BATCH` profiles of one subscriber in
+one request: each item is checked as ``POST /profiles`` checks its body and is refused on
+its own (its status and error in the answer, which is 200 with one result per item); the
+others are stored in one transaction and sent as one batch of query packets.
 The OpenAPI description is served at ``/openapi.json``, interactive docs at ``/docs``.
 """
 
@@ -21,25 +26,30 @@ import logging
 import re
 import secrets
 import threading
+import time
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, field_validator
 
 from broker import config, topics
-from broker.registry.control_packets import PacketSendError, Sender, announce_profile, announce_source, source_dictionary
+from broker.registry.control_packets import (PacketSendError, Sender, announce_profile, announce_profiles,
+                                             announce_source, source_dictionary)
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
 from broker.registry.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
 from broker.registry.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
 from formats.errors import FormatError
 from routing.overlay import Overlay
 from routing.placement import PlacementError, PlacementOptions, PlacementRequest, make_strategy
-from yfilter import Engine, ProfileError
+from yfilter import ProfileError, validate
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_PROFILE_CHARS = 100_000
+MAX_BATCH = 10_000  # profiles per POST /profiles:batch
+MAX_BATCH_BYTES = 64 * 1024 * 1024  # request body of POST /profiles:batch (Content-Length)
+BATCH_PATH = "/profiles:batch"
 SUBSCRIBER_TOKEN_HEADER = "X-Onyx-Subscriber-Token"
 log = logging.getLogger("onyx.service")
 
@@ -94,6 +104,69 @@ class ProfileRegistered(BaseModel):
                                          "next profiles so they share its delivery topic")
 
 
+_BATCH_EXAMPLE = {"profiles": [
+    {"text": "/nitf[head/pubdata/@edition.area='SF']", "near": "b5"},
+    {"text": "/nitf/head/parent::x"},
+    {"text": "for $n in $msg/nitf where $n//tobject.subject/@tobject.subject.type = 'Stock' "
+             "return <stock>{$n/head/title}</stock>", "delivery": {"topic": "alerts.stock"}},
+]}
+
+
+class ProfileBatchIn(BaseModel):
+    model_config = {"json_schema_extra": {"examples": [_BATCH_EXAMPLE]}}
+
+    # Items are checked one by one (a bad item is refused alone, in the results), so the
+    # list takes any JSON value; the schema shows what each item is: a POST /profiles body.
+    profiles: list[Annotated[Any, WithJsonSchema({"$ref": "#/components/schemas/ProfileIn"})]] = Field(
+        min_length=1, max_length=MAX_BATCH,
+        description=f"1 to {MAX_BATCH:,} profiles, each what POST /profiles takes (text, optional delivery, near, "
+                    "location); registered all together, except the ones refused")
+
+
+class ItemError(BaseModel):
+    detail: str = Field(description="why the item was refused (as POST /profiles would answer)")
+    column: int | None = Field(None, description="for a profile the parser refuses: the 1-based column in its "
+                               "text where the offending construct starts")
+
+
+class BatchItem(BaseModel):
+    index: int = Field(description="the item's position in the request's profiles (0-based)")
+    status: int = Field(description="201: registered (profile); otherwise the status POST /profiles would have "
+                        "answered for this item alone: 422 (not a profile, a bad field, a delivery topic of the "
+                        "overlay or one Kafka refuses, an unknown broker in near) or 409 (a delivery topic another "
+                        "subscriber owns), with error")
+    profile: ProfileRegistered | None = Field(None, description="the registered profile (status 201): the fields "
+                                              "of POST /profiles' answer; the subscriber_token is given once, "
+                                              "at the top level")
+    error: ItemError | None = Field(None, description="why it was refused (status 409 or 422)")
+
+
+class ProfileBatchRegistered(BaseModel):
+    model_config = {"json_schema_extra": {"examples": [{
+        "registered": 2, "failed": 1, "subscriber_id": "s3f1c2a9d8e7b6a50",
+        "subscriber_token": "kq3...(only when the request had no X-Onyx-Subscriber-Token)",
+        "results": [
+            {"index": 0, "status": 201, "profile": {"profile_id": "5b0c8a1f2e3d4c5b", "host_broker": "b5",
+                                                    "token": "Zt9...",
+                                                    "delivery_topic": "onyx.deliver.s3f1c2a9d8e7b6a50",
+                                                    "subscriber_id": "s3f1c2a9d8e7b6a50"}},
+            {"index": 1, "status": 422, "error": {"detail": "unsupported axis 'parent::' at column 12",
+                                                  "column": 12}},
+            {"index": 2, "status": 201, "profile": {"profile_id": "9d8e7f6a5b4c3d2e", "host_broker": "b2",
+                                                    "token": "Qa1...", "delivery_topic": "alerts.stock",
+                                                    "subscriber_id": "s3f1c2a9d8e7b6a50"}},
+        ]}]}}
+
+    registered: int = Field(description="items registered (status 201)")
+    failed: int = Field(description="items refused (nothing of them was stored or sent)")
+    subscriber_id: str | None = Field(None, description="the subscriber owning the registered profiles (absent "
+                                      "when nothing was registered for a request without a subscriber token)")
+    subscriber_token: str | None = Field(None, description=f"only when the request had no {SUBSCRIBER_TOKEN_HEADER} "
+                                         "and something was registered: the token of the subscriber created for "
+                                         "the batch (one for all its profiles)")
+    results: list[BatchItem] = Field(description="one per item, in the order of the request")
+
+
 class SubscriberRegistered(BaseModel):
     subscriber_id: str
     token: str = Field(description=f"send it as {SUBSCRIBER_TOKEN_HEADER} when registering profiles")
@@ -118,8 +191,9 @@ class BrokerView(BaseModel):
 
 
 def validate_profile(text: str) -> None:
-    """Raise :class:`ProfileError` unless the engine accepts ``text``."""
-    Engine().add("validation", text)
+    """Raise :class:`ProfileError` unless the engine accepts ``text``: the parser alone
+    (:func:`yfilter.validate`), no engine is built."""
+    validate(text)
 
 
 def _slug(name: str) -> str:
@@ -133,6 +207,66 @@ def _token(x_onyx_token: str | None, authorization: str | None) -> str:
     if authorization and authorization.lower().startswith("bearer "):
         return authorization[7:].strip()
     raise HTTPException(401, "this needs the profile's token: send it as X-Onyx-Token or Authorization: Bearer")
+
+
+def _schema_problem(exc: ValidationError) -> str:
+    """A request model's complaints as one line (``delivery.topic: ...``)."""
+    return "; ".join((".".join(str(x) for x in e["loc"]) + ": " if e["loc"] else "") + e["msg"]
+                     for e in exc.errors(include_url=False))
+
+
+def _lap(timing: dict[str, float], stage: str, since: float) -> float:
+    """Add the time since ``since`` to ``stage`` (the batch answer's Server-Timing header); now."""
+    now = time.perf_counter()
+    timing[stage] = timing.get(stage, 0.0) + now - since
+    return now
+
+
+def _refused(index: int, status: int, detail: str, column: int | None = None) -> BatchItem:
+    return BatchItem(index=index, status=status, error=ItemError(detail=detail, column=column))
+
+
+class PlacementLoad:
+    """Profiles per broker as placement sees them (round robin's load), without counting
+    the whole ``profiles`` table for every registration (5 ms at 100,000 profiles): the
+    store's count, kept up to date with this service's own changes, and read again from
+    the store when it is more than ``refresh_s`` seconds old, so that other writers of
+    the same database (if any) are seen too. Used under the service's placement lock."""
+
+    def __init__(self, store: Store, refresh_s: float = 5.0) -> None:
+        self.store, self.refresh_s = store, refresh_s
+        self._counts: dict[str, int] | None = None
+        self._read = 0.0
+
+    def counts(self) -> dict[str, int]:
+        """A copy of the current counts."""
+        if self._counts is None or time.monotonic() - self._read > self.refresh_s:
+            self._counts, self._read = self.store.profile_counts(), time.monotonic()
+        return dict(self._counts)
+
+    def add(self, broker: str, n: int = 1) -> None:
+        """``n`` profiles more (or fewer) on ``broker``, committed."""
+        if self._counts is not None:
+            self._counts[broker] = self._counts.get(broker, 0) + n
+
+
+class BodyLimit:
+    """Refuses a request to ``path`` whose Content-Length exceeds ``limit`` bytes with
+    413, before its body is read (pure ASGI, so other requests pay nothing)."""
+
+    def __init__(self, app, path: str, limit: int) -> None:
+        self.app, self.path, self.limit = app, path, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] == self.path:
+            length = dict(scope["headers"]).get(b"content-length")
+            if length is not None and length.isdigit() and int(length) > self.limit:
+                response = JSONResponse(status_code=413, content={
+                    "detail": f"the body has {int(length):,} bytes, more than {self.limit:,}: send fewer profiles "
+                              "per request"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class MoveView(BaseModel):
@@ -176,8 +310,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     placer = make_strategy(placement, overlay, tuning)
     placer.restore((p.id, p.text, p.host_broker) for p in store.list_profiles())
     placing = threading.Lock()  # requests run in a thread pool; strategies keep state
+    load = PlacementLoad(store)
     app = FastAPI(title="Onyx registration service", version="0.1.0",
                   description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay.")
+    app.add_middleware(BodyLimit, path=BATCH_PATH, limit=MAX_BATCH_BYTES)
     known_sources = {s.id for s in store.list_sources()}
     for source_id, root in sorted(overlay.sources.items()):
         if source_id not in known_sources:
@@ -272,7 +408,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         profile_id = uuid.uuid4().hex[:16]
         with placing:
             host = placer.choose(PlacementRequest(profile_id, body.text, body.near, body.location,
-                                                  store.profile_counts()))
+                                                  load.counts()))
             token = secrets.token_urlsafe(24)
             try:
                 with store.transaction() as tx:
@@ -285,8 +421,122 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             except Exception:
                 placer.forget(profile_id)  # not registered after all
                 raise
+            load.add(host)
         return ProfileRegistered(profile_id=record.id, host_broker=host, token=token, delivery_topic=topic,
                                  subscriber_id=subscriber_id, subscriber_token=new.token if new else None)
+
+    @app.post(BATCH_PATH, response_model=ProfileBatchRegistered, response_model_exclude_none=True,
+              summary="Register many profiles at once",
+              responses={401: {"description": "unknown subscriber token: nothing registered"},
+                         413: {"description": f"a body of more than {MAX_BATCH_BYTES:,} bytes: nothing registered"},
+                         422: {"description": f"not a JSON object with a list of 1 to {MAX_BATCH:,} profiles: "
+                                              "nothing registered (a bad item is refused alone, in the results)"},
+                         503: {"description": "Kafka or the database failed: nothing registered, try again"}})
+    def register_profiles(body: ProfileBatchIn, x_onyx_subscriber_token: Annotated[
+            str | None, Header(description="the subscriber's token; without it one new subscriber is created for "
+                                           "the batch and returned (subscriber_id, subscriber_token)")] = None,
+                          ) -> JSONResponse:
+        """Register up to 10,000 profiles of one subscriber (the one whose token is in
+        X-Onyx-Subscriber-Token, or one new subscriber for all of them), each item as
+        ``POST /profiles`` would: the answer is **200** with one result per item, in
+        order: ``status`` 201 and the registered ``profile``, or the status the single
+        endpoint would have answered for that item alone (422, 409) and its ``error``
+        (with the ``column`` of a syntax error). A refused item changes nothing; the
+        others are stored in one database transaction and sent to their host brokers as
+        one batch of query packets. The whole request fails, and nothing is registered,
+        only for an unknown subscriber token (401), a body that is not a list of 1 to
+        10,000 items (422) or larger than 64 MiB (413), and a failure of Kafka or the
+        database (503). The ``Server-Timing`` header tells where the time went (check,
+        place, topics, insert, kafka, commit, answer; milliseconds)."""
+        timing, t0 = {}, time.perf_counter()
+        owner = subscribers.authenticate(x_onyx_subscriber_token).id if x_onyx_subscriber_token else None
+        subscriber_id = owner or subscribers.new_id()
+        results: list[BatchItem | None] = [None] * len(body.profiles)
+        checked: list[tuple[int, ProfileIn]] = []
+        for i, raw in enumerate(body.profiles):  # what the single endpoint refuses before it stores anything
+            try:
+                item = ProfileIn.model_validate(raw)
+                validate_profile(item.text)
+                subscribers.check_topic(subscriber_id, item.delivery.topic if item.delivery else None)
+            except ValidationError as exc:
+                results[i] = _refused(i, 422, _schema_problem(exc))
+            except ProfileError as exc:
+                results[i] = _refused(i, 422, str(exc), exc.column)
+            except SubscriberError as exc:
+                results[i] = _refused(i, 422, str(exc))
+            else:
+                checked.append((i, item))
+        accepted: list[tuple[int, ProfileRecord, str]] = []
+        new = None
+        t0 = _lap(timing, "check", t0)
+        with placing:
+            placed: list[str] = []
+            counts = load.counts() if checked else {}  # the load placement sees, kept up to date here
+            try:
+                with store.transaction() as tx:
+                    for i, item in checked:
+                        profile_id = uuid.uuid4().hex[:16]
+                        try:
+                            host = placer.choose(PlacementRequest(profile_id, item.text, item.near, item.location,
+                                                                  counts))
+                        except PlacementError as exc:
+                            results[i] = _refused(i, 422, str(exc))
+                            continue
+                        placed.append(profile_id)
+                        try:
+                            topic = subscribers.delivery_topic(tx, subscriber_id,
+                                                               item.delivery.topic if item.delivery else None)
+                        except DuplicateError as exc:  # the topic is another subscriber's
+                            results[i] = _refused(i, 409, str(exc))
+                            placer.forget(profile_id)
+                            continue
+                        counts[host] = counts.get(host, 0) + 1
+                        accepted.append((i, ProfileRecord(profile_id, item.text, host, topic, 1, subscriber_id),
+                                         secrets.token_urlsafe(24)))
+                    t0 = _lap(timing, "place", t0)
+                    refused_topics = {}
+                    for topic in list(tx.claimed):  # the delivery topics items named, new to their subscriber
+                        try:
+                            subscribers.admin.create(topic)
+                        except TopicRefusedError as exc:  # Kafka's ACLs: the items naming it fail, not the batch
+                            refused_topics[topic] = str(exc)
+                            tx.unclaim_topic(topic)
+                    if refused_topics:
+                        for i, record, _ in accepted:
+                            if record.delivery_topic in refused_topics:
+                                results[i] = _refused(i, 422, refused_topics[record.delivery_topic])
+                                placer.forget(record.id)
+                        accepted = [a for a in accepted if a[1].delivery_topic not in refused_topics]
+                    if accepted:
+                        if owner is None:
+                            claimed = len(tx.claimed)
+                            new = subscribers.register(tx, subscriber_id)
+                            for topic in tx.claimed[claimed:]:  # its own delivery topic
+                                subscribers.admin.create(topic)
+                        t0 = _lap(timing, "topics", t0)
+                        tx.add_profiles([(record, token) for _, record, token in accepted])
+                        t0 = _lap(timing, "insert", t0)
+                        announce_profiles(sender, "add", [record for _, record, _ in accepted])
+                        t0 = _lap(timing, "kafka", t0)
+                t0 = _lap(timing, "commit", t0)
+            except Exception:
+                for profile_id in placed:
+                    placer.forget(profile_id)  # not registered after all
+                raise
+            for _, record, _ in accepted:
+                load.add(record.host_broker)
+        for i, record, token in accepted:
+            results[i] = BatchItem(index=i, status=201, profile=ProfileRegistered(
+                profile_id=record.id, host_broker=record.host_broker, token=token,
+                delivery_topic=record.delivery_topic, subscriber_id=subscriber_id))
+        out = ProfileBatchRegistered(registered=len(accepted), failed=len(results) - len(accepted),
+                                     subscriber_id=subscriber_id if accepted or owner else None,
+                                     subscriber_token=new.token if new else None, results=results)
+        # Serialized here (the model is the documented one): FastAPI would validate all of it again.
+        response = JSONResponse(out.model_dump(mode="json", exclude_none=True))
+        _lap(timing, "answer", t0)
+        response.headers["Server-Timing"] = ", ".join(f"{k};dur={v * 1e3:.1f}" for k, v in timing.items())
+        return response
 
     @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile")
     def get_profile(profile_id: str) -> ProfileView:
@@ -328,6 +578,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 tx.delete_profile(profile_id)
                 announce_profile(sender, "delete", record)
             placer.forget(profile_id)
+            load.add(old.host_broker, -1)
 
     @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)")
     def rebalance(x_onyx_admin_token: Annotated[str | None, Header()] = None) -> list[MoveView]:
@@ -353,6 +604,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                     tx.update_profile(moved)
                     announce_profile(sender, "delete", gone)
                     announce_profile(sender, "add", moved)
+                load.add(move.from_broker, -1)
+                load.add(move.to_broker)
                 done.append(MoveView(**move._asdict()))
         return done
 

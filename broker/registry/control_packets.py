@@ -13,6 +13,9 @@ inbound topic and a record on the compacted ``onyx.catalog`` topic. Payloads are
 from __future__ import annotations
 
 import json
+import logging
+import time
+from collections.abc import Sequence
 from typing import Protocol
 
 from broker import topics
@@ -55,48 +58,123 @@ def catalog_packet(source: SourceRecord) -> Packet:
     return source.id.encode(), json.dumps(body).encode(), PacketHeader("catalog", source_id=source.id).to_kafka()
 
 
+_LOG = logging.getLogger("onyx.service.kafka")
+_LOG.addHandler(logging.NullHandler())
+
+
 class PacketSendError(RuntimeError):
     """A control packet could not be written to Kafka (the change is not registered)."""
 
 
 class Sender(Protocol):
-    """Where control packets go; :class:`KafkaSender` in production."""
+    """Where control packets go; :class:`KafkaSender` in production. A sender may also
+    have ``send_batch(items)`` (``(topic, packet)`` pairs, sent together and acknowledged
+    at once); :func:`send_all` uses it when there is one."""
 
     def send(self, topic: str, packet: Packet) -> None: ...
 
 
 class KafkaSender:
     """Sends packets synchronously (acks=all), so a failure surfaces before the
-    registration is committed and nothing is left half-registered."""
+    registration is committed and nothing is left half-registered.
+
+    librdkafka's producer (confluent-kafka): a registration waits for one acknowledgement
+    round trip for both its packets (about 0.5 ms on a local broker, against 1-2 ms with
+    kafka-python's producer, 2-6 ms when it sent them one after the other), and a batch of
+    20,000 packets is written in C threads (kafka-python's producer encoded them in Python:
+    2-3 s, most of a 10,000-profile batch registration). Thread-safe: each call waits for
+    the delivery reports of its own packets, whichever thread serves them."""
 
     def __init__(self, bootstrap_servers: str, timeout_s: float = 15.0) -> None:
-        from kafka import KafkaProducer
+        from confluent_kafka import Producer
 
-        from broker.kafka_auth import client_options
+        from broker.kafka_auth import librdkafka_options
 
         self.timeout_s = timeout_s
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", retries=3,
-                                      max_block_ms=int(timeout_s * 1000), **client_options())
+        self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 0,
+                                  "socket.nagle.disable": True,
+                                  # Java's (and kafka-python's) partition for a key: a profile's records
+                                  # land where the ones written before this producer did (compaction)
+                                  "partitioner": "murmur2_random",
+                                  # a packet not acknowledged in time fails the request (PacketSendError)
+                                  "message.timeout.ms": int(timeout_s * 1000),
+                                  "message.max.bytes": 16 * 1024 * 1024,
+                                  # librdkafka's own log (say, reconnecting) through logging, not stderr
+                                  "logger": _LOG, **librdkafka_options()})
 
     def send(self, topic: str, packet: Packet) -> None:
-        from kafka.errors import KafkaError
+        self.send_batch([(topic, packet)])
 
-        key, value, headers = packet
+    def send_batch(self, items: Sequence[tuple[str, Packet]]) -> None:
+        """Send every ``(topic, packet)``, then wait for all their acknowledgements at once
+        (one flush); :class:`PacketSendError` if any was not written."""
+        from confluent_kafka import KafkaException
+
+        errors: list[str] = []
+        reported: list[None] = []  # list.append is atomic: reports may be served by other threads
+
+        def delivered(err, msg) -> None:
+            if err is not None:
+                errors.append(f"topic {msg.topic()}: {err.str()}")
+            reported.append(None)
+
+        deadline = time.monotonic() + self.timeout_s
         try:
-            self.producer.send(topic, key=key, value=value, headers=headers).get(timeout=self.timeout_s)
-        except KafkaError as exc:
-            raise PacketSendError(f"could not write to Kafka topic {topic}: {exc}") from exc
+            for topic, (key, value, headers) in items:
+                while True:
+                    try:
+                        self.producer.produce(topic, value, key, headers=headers, on_delivery=delivered)
+                        break
+                    except BufferError:  # the local queue is full: let some go first
+                        if time.monotonic() > deadline:
+                            raise PacketSendError(f"could not write a batch of {len(items)} packets to Kafka: "
+                                                  f"its local queue stayed full for {self.timeout_s:.0f} s") from None
+                        self.producer.poll(0.05)
+            self.producer.flush(max(0.0, deadline - time.monotonic()))
+            while len(reported) < len(items) and time.monotonic() < deadline:  # served by another thread
+                self.producer.poll(0.01)
+        except KafkaException as exc:
+            raise PacketSendError(f"could not write to Kafka: {exc}") from exc
+        if errors or len(reported) < len(items):
+            where = f"Kafka topic {items[0][0]}" if len(items) == 1 else f"Kafka ({len(items)} packets)"
+            raise PacketSendError(f"could not write to {where}: "
+                                  f"{errors[0] if errors else f'no acknowledgement in {self.timeout_s:.0f} s'}")
 
     def close(self) -> None:
-        self.producer.close()
+        """Wait for what is in flight, then let the producer go (its connections with it)."""
+        if self.producer is not None:
+            self.producer.flush(self.timeout_s)
+            self.producer = None
+
+
+def send_all(sender: Sender, items: Sequence[tuple[str, Packet]]) -> None:
+    """Send ``(topic, packet)`` pairs as one batch if ``sender`` can, else one by one."""
+    batch = getattr(sender, "send_batch", None)
+    if batch is not None:
+        batch(items)
+        return
+    for topic, packet in items:
+        sender.send(topic, packet)
 
 
 def announce_profile(sender: Sender, op: str, profile: ProfileRecord) -> None:
-    """Send a profile change to its host broker and to the compacted profile log."""
-    packet = query_packet(op, profile)
-    sender.send(topics.broker_topic(profile.host_broker), packet)
-    key, value, headers = packet
-    sender.send(topics.PROFILES, (key, None if op == "delete" else value, headers))
+    """Send a profile change to its host broker and to the compacted profile log (both
+    packets at once: one wait for Kafka's acknowledgements, not two)."""
+    announce_profiles(sender, op, [profile])
+
+
+def announce_profiles(sender: Sender, op: str, records: Sequence[ProfileRecord]) -> None:
+    """:func:`announce_profile` for many profiles, as one batch of packets (one flush of
+    a :class:`KafkaSender`): each profile's query packet to its host broker and its record
+    on the compacted profile log, in the order of ``records``."""
+    items: list[tuple[str, Packet]] = []
+    for profile in records:
+        packet = query_packet(op, profile)
+        key, value, headers = packet
+        items.append((topics.broker_topic(profile.host_broker), packet))
+        items.append((topics.PROFILES, (key, None if op == "delete" else value, headers)))
+    if items:
+        send_all(sender, items)
 
 
 def announce_source(sender: Sender, source: SourceRecord) -> None:

@@ -29,10 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from sqlalchemy import (Column, DateTime, Float, Integer, MetaData, String, Table, Text,
-                        create_engine, delete, func, insert, inspect, select, text, update)
+                        create_engine, delete, event, func, insert, inspect, select, text, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
@@ -187,6 +187,25 @@ class Transaction:
         except IntegrityError:
             raise DuplicateError(f"profile id {p.id!r} is already registered") from None
 
+    def add_profiles(self, records: Sequence[tuple[ProfileRecord, str]]) -> None:
+        """:meth:`add_profile` for many ``(profile, token)`` pairs, in one statement."""
+        now = _now()
+        rows = [{"id": p.id, "text": p.text, "host_broker": p.host_broker, "delivery_topic": p.delivery_topic,
+                 "token_hash": hash_token(token), "version": p.version, "created": now, "updated": now,
+                 "subscriber_id": p.subscriber_id} for p, token in records]
+        if not rows:
+            return
+        try:
+            self.conn.execute(insert(profiles), rows)
+        except IntegrityError:
+            raise DuplicateError("a profile id of the batch is already registered") from None
+
+    def unclaim_topic(self, topic: str) -> None:
+        """Undo :meth:`claim_topic` of ``topic`` in this transaction (it could not be created)."""
+        if topic in self.claimed:
+            self.claimed.remove(topic)
+            self.conn.execute(delete(delivery_topics).where(delivery_topics.c.key == _collision_key(topic)))
+
     def update_profile(self, p: ProfileRecord) -> None:
         self.conn.execute(update(profiles).where(profiles.c.id == p.id).values(
             text=p.text, host_broker=p.host_broker, delivery_topic=p.delivery_topic, version=p.version,
@@ -194,6 +213,18 @@ class Transaction:
 
     def delete_profile(self, profile_id: str) -> None:
         self.conn.execute(delete(profiles).where(profiles.c.id == profile_id))
+
+
+def _write_ahead_log(dbapi_connection, _record) -> None:
+    """A SQLite file in write-ahead-log mode: a commit appends to the log and syncs it once
+    (``synchronous=FULL``: as durable as before), where the default rollback journal
+    syncs the journal and the database file and deletes the journal; it halved a
+    registration's commit here, more when the disk is busy. Readers no longer wait for a
+    writer. The log (``<file>-wal``, ``<file>-shm``) lives next to the file."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.close()
 
 
 class Store:
@@ -208,6 +239,8 @@ class Store:
             memory = url in ("sqlite://", "sqlite:///:memory:")
             self.engine = create_engine(url, connect_args={"check_same_thread": False},
                                         poolclass=StaticPool if memory else None)
+            if not memory:
+                event.listen(self.engine, "connect", _write_ahead_log)
         else:
             self.engine = create_engine(url, pool_pre_ping=True)
         with self.engine.begin() as conn:

@@ -7,9 +7,10 @@ import importlib
 
 import pytest
 
-MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscribers", "broker.registry.topic_admin", "broker.kafka_auth",
-           "broker.registry.control_packets", "broker.deploy.topology", "broker.control.state", "broker.dataplane.plan", "broker.control.state_log",
-           "broker.dataplane.sink", "broker.spark.daemon"]
+MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscribers", "broker.registry.topic_admin",
+           "broker.kafka_auth", "broker.registry.control_packets", "broker.deploy.topology", "broker.control.state",
+           "broker.dataplane.plan", "broker.control.state_log", "broker.dataplane.sink", "broker.spark.daemon",
+           "broker.clients"]
 
 
 @pytest.mark.parametrize("name", MODULES)
