@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from formats.message import Message
 from yfilter import ast
-from yfilter.compiler import Registry, compile_path, path_key
+from yfilter.compiler import Registry, alternatives, compile_path, path_key
 from yfilter.dfa import DEFAULT_BUDGET, DState, LazyDFA
 from yfilter.document import TableDoc, TreeDoc, parse_xml
 from yfilter.errors import MessageError, ProfileError
@@ -56,6 +56,7 @@ class _Query:
     key: str
     steps: tuple[Step, ...]
     state: State
+    path: ast.Path | None = None  # as parsed (the native matcher files its alternatives)
     ids: set[str] = field(default_factory=set)
 
 
@@ -127,7 +128,7 @@ class Engine:
                 if g is not None:
                     self._reg.ref_guard(g)
             state = self._nfa.insert(steps)
-            q = self._queries[key] = _Query(key, steps, state)
+            q = self._queries[key] = _Query(key, steps, state, path)
             self._nfa.set_accept(state, q.ids)
             q.ids.add(profile_id)
             self._index(q, True)
@@ -221,7 +222,11 @@ class Engine:
                 self._plain += 1 if add else -1
         elif self._native is not None:
             if add:
-                self._native.add(q.steps, q.ids)
+                alts = alternatives(q.path) if q.path is not None else [q.path]
+                if len(alts) > 1:  # compiled apart, not made live in the registry
+                    self._native.add([compile_path(a, self._reg, {}) for a in alts], q.ids)
+                else:
+                    self._native.add(q.steps, q.ids)
             elif add is None:
                 self._native.update(q.ids)
             else:

@@ -71,7 +71,8 @@ class NativeIndex:
 
     def __init__(self, rarity: Rarity) -> None:
         self._rarity = rarity
-        self._profiles: dict[int, tuple[tuple[Step, ...], set[str]]] = {}  # by id(ids)
+        # by id(ids): the profile's alternatives (compiled steps each) and its ids
+        self._profiles: dict[int, tuple[list[tuple[Step, ...]], set[str]]] = {}
         self._build()
 
     def _build(self) -> None:
@@ -80,29 +81,41 @@ class NativeIndex:
         self._guards: dict[str, int] = {}
         self._rels: dict[str, int] = {}
         self._numbers: dict[float, int] = {}
-        self._qids: dict[int, int] = {}
-        self._filed = 0  # profiles filed since the last build
-        for steps, ids in self._profiles.values():
-            self._file(steps, ids)
+        self._qids: dict[int, list[int]] = {}
+        self._filed = 0  # queries filed since the last build
+        for alts, ids in self._profiles.values():
+            self._file_all(alts, ids)
 
     def __len__(self) -> int:
         return len(self._profiles)
 
-    def add(self, steps: tuple[Step, ...], ids: set[str]) -> None:
-        """File a profile (``ids`` stays the caller's: it names the profile here)."""
-        self._profiles[id(ids)] = (steps, ids)
-        self._file(steps, ids)
+    def add(self, steps: tuple[Step, ...] | list[tuple[Step, ...]], ids: set[str]) -> None:
+        """File a profile (``ids`` stays the caller's: it names the profile here):
+        its compiled steps, or a list of alternatives (see
+        :func:`yfilter.compiler.alternatives`), each filed by what it needs and
+        reporting ``ids`` when it matches."""
+        alts = list(steps) if isinstance(steps, list) else [steps]
+        self._profiles[id(ids)] = (alts, ids)
+        self._file_all(alts, ids)
 
     def update(self, ids: set[str]) -> None:
         """Report the profile added with ``ids`` under its current members."""
-        self._m.set_ids(self._qids[id(ids)], tuple(ids))
+        members = tuple(ids)
+        for q in self._qids[id(ids)]:
+            self._m.set_ids(q, members)
 
     def discard(self, ids: set[str]) -> None:
         """Forget the profile added with ``ids``."""
         del self._profiles[id(ids)]
-        self._m.discard(self._qids.pop(id(ids)))
-        if len(self._qids) and self._filed - len(self._qids) > max(len(self._qids), 1024):
+        for q in self._qids.pop(id(ids)):
+            self._m.discard(q)
+        live = sum(len(alts) for alts, _ in self._profiles.values())
+        if live and self._filed - live > max(live, 1024):
             self._build()
+
+    def queries(self) -> int:
+        """Queries filed in the C matcher (one per alternative of each profile)."""
+        return sum(len(q) for q in self._qids.values())
 
     def match(self, root: etree._Element) -> frozenset[str] | None:
         """Ids of the matching profiles, or None when the message holds a node the C
@@ -119,7 +132,10 @@ class NativeIndex:
         return self._m.stats()
 
     # -- compiling --------------------------------------------------------------
-    def _file(self, steps: tuple[Step, ...], ids: set[str]) -> None:
+    def _file_all(self, alts: list[tuple[Step, ...]], ids: set[str]) -> None:
+        self._qids[id(ids)] = [self._file(steps, ids) for steps in alts]
+
+    def _file(self, steps: tuple[Step, ...], ids: set[str]) -> int:
         base: set[str] = set()
         selves: set[str] = set()
         for _, test, guard in steps:
@@ -130,10 +146,10 @@ class NativeIndex:
                 selves |= guard.need.selves
         words = self._steps(steps)
         table, key = choose_key(frozenset(base), frozenset(selves), self._rarity)
-        self._qids[id(ids)] = self._m.add_query(
+        self._filed += 1
+        return self._m.add_query(
             words, [self._value(v) for v in base], [self._value(v) for v in selves],
             KEY_TABLES[table], -1 if key is None else self._value(key), tuple(ids))
-        self._filed += 1
 
     def _value(self, s: str) -> int:
         v = self._values.get(s)

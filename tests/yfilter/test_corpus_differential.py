@@ -97,3 +97,18 @@ def test_generator_is_seeded_and_reads_the_vocabulary():
     assert all(" or " in p for p in only_or)
     with pytest.raises(ValueError):
         CorpusProfileGenerator(docs, mix={"xor": 1})
+
+
+def test_or_is_filed_as_alternatives_by_their_values():
+    """A profile with ``or`` is filed in the C matcher once per branch, each under
+    its own value, and still reported once; a later position keeps it whole."""
+    e = Engine()
+    e.add("p", "/a/b[@x = '1' or @y = '2' or c = 'z']")
+    e.add("q", "/a/b[@x = '1' or @y = '2'][1]")
+    assert e._native.queries() == 4
+    assert e.match(b"<a><b y='2'/><b x='1'/></a>") == {"p", "q"}
+    assert e.match(b"<a><b/><b y='2'/></a>") == {"p"}
+    assert e.match(b"<a><b><c>z</c></b></a>") == {"p"}
+    assert e.match(b"<a><b x='2'/></a>") == frozenset()
+    e.remove("p")
+    assert e._native.queries() == 1 and e.match(b"<a><b x='1'/></a>") == {"q"}
