@@ -69,8 +69,11 @@ class NativeIndex:
     reports when it matches; :meth:`update` after changing it); ``match`` takes a
     parsed message."""
 
-    def __init__(self, rarity: Rarity) -> None:
-        self._rarity = rarity
+    def __init__(self, rarity: Rarity | None = None) -> None:
+        """``rarity``: how often registered guards compare each value; by default
+        the index's own, counted from the profiles it holds."""
+        self._rarity = rarity if rarity is not None else Rarity()
+        self._counts = rarity is None
         # by id(ids): the profile's alternatives (compiled steps each) and its ids
         self._profiles: dict[int, tuple[list[tuple[Step, ...]], set[str]]] = {}
         self._build()
@@ -96,6 +99,7 @@ class NativeIndex:
         reporting ``ids`` when it matches."""
         alts = list(steps) if isinstance(steps, list) else [steps]
         self._profiles[id(ids)] = (alts, ids)
+        self._count(alts, 1)
         self._file_all(alts, ids)
 
     def update(self, ids: set[str]) -> None:
@@ -106,7 +110,8 @@ class NativeIndex:
 
     def discard(self, ids: set[str]) -> None:
         """Forget the profile added with ``ids``."""
-        del self._profiles[id(ids)]
+        alts, _ = self._profiles.pop(id(ids))
+        self._count(alts, -1)
         for q in self._qids.pop(id(ids)):
             self._m.discard(q)
         live = sum(len(alts) for alts, _ in self._profiles.values())
@@ -132,6 +137,13 @@ class NativeIndex:
         return self._m.stats()
 
     # -- compiling --------------------------------------------------------------
+    def _count(self, alts: list[tuple[Step, ...]], by: int) -> None:
+        if self._counts:
+            for steps in alts:
+                for _, _, g in steps:
+                    if g is not None:
+                        self._rarity.count(g, by)
+
     def _file_all(self, alts: list[tuple[Step, ...]], ids: set[str]) -> None:
         self._qids[id(ids)] = [self._file(steps, ids) for steps in alts]
 
