@@ -44,22 +44,27 @@ from __future__ import annotations
 from lxml import etree
 
 from formats.message import Message
-from yfilter._matcher import Matcher
+from yfilter._matcher import CODES, Matcher
 from yfilter.keyed import choose_key
 from yfilter.nfa import Rarity, Step
 from yfilter.operators import (Always, AndP, AttrTest, Comparison, Func, Guard, Nested, NotP,
                                OrP, PosTest, Pred, RelPath, SelfTest, StrArg, TextTest,
                                attr_atom)
-from yfilter.values import number
+from yfilter.values import RELATIONS, number
 
-# Opcodes and operands, as yfilter/csrc/matcher.c numbers them.
+# Opcodes and operands: defined once, by yfilter/csrc/matcher.c's enums, which the C
+# module hands out as CODES (tests/yfilter/test_one_definition.py checks that every
+# kind of predicate the compiler makes has one).
+_OP, _CMP = CODES["op"], CODES["cmp"]
 (OP_ALWAYS, OP_ATTR, OP_TEXT, OP_SELF, OP_POS, OP_NESTED, OP_FUNC, OP_NOT, OP_AND,
- OP_OR) = range(10)
-CMP_EXISTS, CMP_SEQ, CMP_SNE, CMP_NUM = range(4)
-RELATIONS = {"=": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
-AXES = {"/": 0, "//": 1}
-KEY_TABLES = {None: 0, "base": 1, "self": 2}
-TAILS = {"self": 0, "attr": 1, "text": 2}
+ OP_OR) = (_OP[k] for k in ("ALWAYS", "ATTR", "TEXT", "SELF", "POS", "NESTED", "FUNC",
+                            "NOT", "AND", "OR"))
+CMP_EXISTS, CMP_SEQ, CMP_SNE, CMP_NUM = (_CMP[k] for k in ("EXISTS", "SEQ", "SNE", "NUM"))
+FUNCTIONS = dict(CODES["fn"])
+AXES = dict(CODES["axis"])
+KEY_TABLES = {None: CODES["key"]["none"], "base": CODES["key"]["base"],
+              "self": CODES["key"]["self"]}
+TAILS = {"self": 0, "attr": 1, "text": 2}  # str_arg's tail (0 string-value, 1 attribute, 2 text)
 _ANY = -1  # the '*' name test
 
 
@@ -240,7 +245,7 @@ class NativeIndex:
         if isinstance(p, Nested):
             return emit([OP_NESTED, self._rel(p.rel)])
         if isinstance(p, Func):
-            fn = 0 if p.fn is str.__contains__ else 1
+            fn = FUNCTIONS["contains" if p.fn is str.__contains__ else "starts-with"]
             return emit([OP_FUNC, fn, *self._arg(p.args[0]), *self._arg(p.args[1])])
         if isinstance(p, NotP):
             return emit([OP_NOT, self._pred(p.item)])

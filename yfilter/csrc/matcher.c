@@ -1918,9 +1918,70 @@ static PyTypeObject MatcherType = {
     .tp_methods = Matcher_methods,
 };
 
+/* number(s) -> float: XPath number() of a str, as every part of yfilter computes it
+ * (yfilter.values.number is this function). */
+static PyObject *module_number(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s)
+        return NULL;
+    return PyFloat_FromDouble(xpath_number(s, (size_t)n));
+}
+
+static PyMethodDef module_methods[] = {
+    {"number", module_number, METH_O,
+     "number(s) -> XPath number() of the string s, as libxml2 computes it"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The codes of the predicate code and of add_query's arguments, by name: the one
+ * definition (the enums above), which yfilter.native reads as CODES. */
+static PyObject *codes(void)
+{
+    static const struct { const char *group, *name; long value; } table[] = {
+        {"op", "ALWAYS", OP_ALWAYS}, {"op", "ATTR", OP_ATTR}, {"op", "TEXT", OP_TEXT},
+        {"op", "SELF", OP_SELF}, {"op", "POS", OP_POS}, {"op", "NESTED", OP_NESTED},
+        {"op", "FUNC", OP_FUNC}, {"op", "NOT", OP_NOT}, {"op", "AND", OP_AND},
+        {"op", "OR", OP_OR}, {"op", "NESTED_IN", OP_NESTED_IN},
+        {"cmp", "EXISTS", CMP_EXISTS}, {"cmp", "SEQ", CMP_SEQ}, {"cmp", "SNE", CMP_SNE},
+        {"cmp", "NUM", CMP_NUM},
+        {"rel", "=", REL_EQ}, {"rel", "!=", REL_NE}, {"rel", "<", REL_LT},
+        {"rel", "<=", REL_LE}, {"rel", ">", REL_GT}, {"rel", ">=", REL_GE},
+        {"fn", "contains", FN_CONTAINS}, {"fn", "starts-with", FN_STARTS_WITH},
+        {"axis", "/", AXIS_CHILD}, {"axis", "//", AXIS_DESC},
+        {"key", "none", KEY_NONE}, {"key", "base", KEY_BASE}, {"key", "self", KEY_SELF},
+        {"guard", "NONE", G_NONE}, {"guard", "REF", G_REF}, {"guard", "INLINE", G_INLINE},
+    };
+    PyObject *out = PyDict_New();
+    if (!out)
+        return NULL;
+    for (size_t k = 0; k < sizeof table / sizeof *table; k++) {
+        PyObject *group = PyDict_GetItemString(out, table[k].group); /* borrowed */
+        if (!group) {
+            group = PyDict_New();
+            if (!group || PyDict_SetItemString(out, table[k].group, group) < 0) {
+                Py_XDECREF(group);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(group); /* the dict holds it */
+        }
+        PyObject *v = PyLong_FromLong(table[k].value);
+        if (!v || PyDict_SetItemString(group, table[k].name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return out;
+}
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "yfilter._matcher",
-    "The native per-message runtime of yfilter (see yfilter.native).", -1, NULL,
+    "The native per-message runtime of yfilter (see yfilter.native).", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__matcher(void)
@@ -1933,6 +1994,12 @@ PyMODINIT_FUNC PyInit__matcher(void)
     Py_INCREF(&MatcherType);
     if (PyModule_AddObject(mod, "Matcher", (PyObject *)&MatcherType) < 0) {
         Py_DECREF(&MatcherType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    PyObject *c = codes();
+    if (!c || PyModule_AddObject(mod, "CODES", c) < 0) {
+        Py_XDECREF(c);
         Py_DECREF(mod);
         return NULL;
     }
