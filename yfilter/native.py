@@ -68,6 +68,38 @@ TAILS = {"self": 0, "attr": 1, "text": 2}  # str_arg's tail (0 string-value, 1 a
 _ANY = -1  # the '*' name test
 
 
+GRAM = "\x02"  # trigram values: no message holds U+0002 (see mark_grams in matcher.c)
+MAX_GRAMS = 6
+
+
+def trigrams(guard: Guard) -> set[str]:
+    """Character trigrams a message must hold for ``guard`` to hold on one of its
+    elements: those of the literal of each ``contains(x, 'lit')`` /
+    ``starts-with(x, 'lit')`` conjunct (x a path: its string() is a stretch of the
+    message's text or an attribute value, whose trigrams the C side marks), at most
+    ``MAX_GRAMS`` of them, spread over the literal.
+
+    >>> from yfilter.compiler import Registry, compile_path
+    >>> from yfilter.parser import parse
+    >>> (_, _, g), = compile_path(parse("/a[contains(@x, 'abcd') and not(@y)]"), Registry(), {})
+    >>> sorted(t[1:] for t in trigrams(g))
+    ['abc', 'bcd']
+    """
+    out: set[str] = set()
+    for p in guard.preds:
+        for c in p.conjuncts():
+            if not isinstance(c, Func):
+                continue
+            a, b = c.args
+            lit = b.literal
+            if a.literal is not None or lit is None or len(lit) < 3:
+                continue
+            grams = sorted({lit[i:i + 3] for i in range(len(lit) - 2)})
+            step = max(1, len(grams) // MAX_GRAMS)
+            out.update(GRAM + g for g in grams[::step][:MAX_GRAMS])
+    return out
+
+
 class NativeIndex:
     """Profiles with predicates, compiled for the C matcher. ``add`` takes a
     profile's compiled steps and the set of ids registered with it (what the matcher
@@ -155,14 +187,19 @@ class NativeIndex:
     def _file(self, steps: tuple[Step, ...], ids: set[str]) -> int:
         base: set[str] = set()
         selves: set[str] = set()
+        grams: set[str] = set()
         for _, test, guard in steps:
             if test != "*":
                 base.add(test)
             if guard is not None:
                 base |= guard.need.base
                 selves |= guard.need.selves
+                grams |= trigrams(guard)
         words = self._steps(steps)
         table, key = choose_key(frozenset(base), frozenset(selves), self._rarity)
+        if grams and (key is None or self._rarity.of(key) == 0):
+            table, key = "base", min(grams)  # rarer than a name; the C side rekeys by use
+        base |= grams
         self._filed += 1
         return self._m.add_query(
             words, [self._value(v) for v in base], [self._value(v) for v in selves],

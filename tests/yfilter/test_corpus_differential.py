@@ -19,7 +19,7 @@ from lxml import etree
 
 from broker.config import CORPUS_DIR
 from formats import Message
-from tests.yfilter.oracle import strip_msg
+from tests.yfilter.oracle import disagreements, strip_msg
 from yfilter import Engine
 from yfilter.generators import CorpusProfileGenerator
 from yfilter.generators.corpus import CONSTRUCTS
@@ -118,3 +118,27 @@ def test_or_is_filed_as_alternatives_by_their_values():
     assert e.match(b"<a><b x='2'/></a>") == frozenset()
     e.remove("p")
     assert e._native.queries() == 1 and e.match(b"<a><b x='1'/><b y='2'/></a>") == {"q"}
+
+
+@pytest.mark.parametrize("xml", [
+    "<a x='über'>ab<b>cd</b>e<!--c-->fg<![CDATA[hé€]]>ij</a>",
+    "<a><b>xxab</b><b>cdyy</b><c y='ab cd'/></a>",
+    "<a>ab\ncd <b x='𝄞𝄞𝄞x'>éé</b>é</a>",
+])
+def test_contains_filed_by_trigrams_agrees_with_lxml(xml):
+    """contains / starts-with with a literal of three or more characters are filed
+    under the literal's trigrams, which the C side marks over the whole text (a
+    string-value crosses elements, comments and CDATA) and each attribute value."""
+    lits = ["abc", "bcd", "bcde", "efg", "fgh", "é€i", "hé€ij", "dyy", "b cd", "über", "𝄞𝄞x",
+            "𝄞x", "cdé", "ab\ncd", "d é", "ééé", "ijk", "xxa"]
+    profiles = {}
+    for i, lit in enumerate(lits):
+        for j, (fn, arg) in enumerate([("contains", "."), ("contains", "text()"),
+                                       ("starts-with", "."), ("contains", "@x"),
+                                       ("contains", "b"), ("starts-with", "@y")]):
+            profiles[f"{i}-{j}"] = f"//*[{fn}({arg}, '{lit}')]"
+    e = Engine()
+    e.add_many(profiles)
+    assert e.stats()["native_alternatives"] == len(profiles)
+    assert disagreements(e, profiles, xml.encode()) == []
+    assert e.match(xml.encode())  # something matched

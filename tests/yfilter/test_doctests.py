@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["yfilter", "yfilter.engine", "yfilter.generators.corpus", "yfilter.nfa", "yfilter.operators", "yfilter.values"]
+MODULES = ["yfilter", "yfilter.engine", "yfilter.generators.corpus", "yfilter.native", "yfilter.nfa", "yfilter.operators", "yfilter.values"]
 
 
 @pytest.mark.parametrize("name", MODULES)

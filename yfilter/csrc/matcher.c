@@ -141,6 +141,10 @@ typedef struct {
     uint64_t rekey_at;
     int32_t live_at_rekey, changed;
     int has_edges; /* some query needs a (parent, child) tag pair (edge_value) */
+    /* Character trigrams some query needs (values "\2" + three characters, for
+     * contains / starts-with with a literal): a bit per hash of one, so that the
+     * message's text is looked up only where a query may need it (mark_grams). */
+    uint64_t *gram_bits;
     /* per message */
     Doc doc;
     uint32_t gen;
@@ -996,6 +1000,76 @@ static void list_values(Matcher *m, int32_t e, int place)
     }
 }
 
+#define GRAM_BITS ((uint32_t)1 << 20)
+
+/* The code point at *p (UTF-8; a stray byte stands for itself), *p moved past it. */
+static inline uint32_t next_cp(const unsigned char **p, const unsigned char *end)
+{
+    const unsigned char *c = *p;
+    uint32_t b = c[0];
+    size_t n = b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    if ((size_t)(end - c) < n)
+        n = 1;
+    uint32_t cp = n == 1 ? b : b & (0x3F >> (n - 1));
+    for (size_t k = 1; k < n; k++)
+        cp = cp << 6 | (c[k] & 0x3F);
+    *p = c + n;
+    return cp;
+}
+
+static inline uint32_t gram_hash3(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t h = a * 0x9E3779B1u ^ b * 0x85EBCA77u ^ c * 0xC2B2AE3Du;
+    return (h ^ h >> 15) & (GRAM_BITS - 1);
+}
+
+/* The hash of a trigram value ("\2" and three characters). */
+static uint32_t gram_hash(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    uint32_t a = next_cp(&p, end), b = p < end ? next_cp(&p, end) : 0,
+             c = p < end ? next_cp(&p, end) : 0;
+    return gram_hash3(a, b, c);
+}
+
+/* Mark the trigrams of s (three characters each) that some query needs: a bit test
+ * per character, a lookup only where the bit is set. A string-value of any element
+ * is a stretch of the root's, and an attribute value is its own string: their
+ * trigrams hold every trigram of any string() a contains() or starts-with() reads. */
+static void mark_grams(Matcher *m, Span s)
+{
+    const unsigned char *p = (const unsigned char *)s.s, *end = p + s.n;
+    if (s.n < 3)
+        return;
+    const unsigned char *s0 = p;
+    uint32_t a = next_cp(&p, end);
+    if (p >= end)
+        return;
+    const unsigned char *s1 = p;
+    uint32_t b = next_cp(&p, end);
+    if (p >= end)
+        return;
+    const unsigned char *s2 = p;
+    char key[1 + 12];
+    key[0] = 2;
+    while (p < end) {
+        uint32_t c = next_cp(&p, end);
+        uint32_t h = gram_hash3(a, b, c);
+        if (m->gram_bits[h / 64] >> (h % 64) & 1) {
+            size_t n = (size_t)(p - s0);
+            if (n <= 12) {
+                memcpy(key + 1, s0, n);
+                mark(m, m->present, &m->present_ids, vocab_find(&m->vocab, key, n + 1));
+            }
+        }
+        s0 = s1;
+        s1 = s2;
+        s2 = p;
+        a = b;
+        b = c;
+    }
+}
+
 /* Mark the values the message holds and list its elements by tag (for sel_start)
  * and, if some query is anchored at one, by the values of their attributes and text
  * nodes (block_matches). */
@@ -1019,6 +1093,15 @@ static void index_message(Matcher *m)
             mark(m, m->present, &m->present_ids, d->tx[el->text0 + k].id);
         if (m->has_anchors)
             list_values(m, e, 0);
+    }
+    if (m->gram_bits && d->nel) {
+        Span root = doc_string_value(&m->doc, 0);
+        if (!root.s)
+            m->failed = 1;
+        else
+            mark_grams(m, root);
+        for (size_t k = 0; k < d->nat; k++)
+            mark_grams(m, d->at[k].value);
     }
     list_layout(m, &m->by_tag);
     if (m->has_anchors)
@@ -1721,6 +1804,15 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     b[B_TAIL_STARS] = tail[1];
     b[B_ANCHOR_TAIL] = anchor_tail[0];
     b[B_ANCHOR_TAIL_STARS] = anchor_tail[1];
+    for (int32_t k = 0; k < nb.n; k++) { /* trigrams it needs: the message's filter */
+        const VStr *v = &m->vocab.strs[nb.a[k]];
+        if (v->n < 2 || v->s[0] != 2)
+            continue;
+        if (!m->gram_bits && !(m->gram_bits = calloc(GRAM_BITS / 64, sizeof *m->gram_bits)))
+            goto oom_block;
+        uint32_t h = gram_hash(v->s + 1, v->n - 1);
+        m->gram_bits[h / 64] |= (uint64_t)1 << (h % 64);
+    }
     IVec *list = posting_list(m, key_table, key);
     int32_t end = list->n;
     int ok = ivec_push(list, block) == 0 && ivec_push(list, m->blocks.n - block) == 0
@@ -1843,6 +1935,7 @@ static void Matcher_dealloc(Matcher *m)
     }
     free(m->by_base);
     free(m->by_self);
+    free(m->gram_bits);
     free(m->df);
     free(m->always.a);
     free(m->present);
