@@ -142,3 +142,22 @@ def test_contains_filed_by_trigrams_agrees_with_lxml(xml):
     assert e.stats()["native_alternatives"] == len(profiles)
     assert disagreements(e, profiles, xml.encode()) == []
     assert e.match(xml.encode())  # something matched
+
+
+def test_positions_filed_by_the_siblings_they_need():
+    """[n], [position() = n], >= and > need n children of one name (of the previous
+    step's name on the child axis, of any parent on //): filed under that count."""
+    docs = [b"<a><b/><b x='1'/><c><b/><b/><b/></c></a>",
+            b"<r><a><b/></a><a><b/><b/></a></r>",
+            b"<a>" + b"<b/>" * 12 + b"<c/>" * 20 + b"<d/><e/><f/><g/><h/><i/><j/><k/><l/><m/><n/>"
+            b"<o/><p/><q/><s/><t/><u/><v/><w/><b/></a>"]
+    profiles = {}
+    for i, pos in enumerate(["[1]", "[2]", "[3]", "[4]", "[9]", "[12]", "[13]", "[position() = 2]",
+                             "[position() >= 3]", "[position() > 1]", "[position() > 2.5]",
+                             "[@x][1]", "[@x][2]", "[position() = 2.5]", "[position() < 3]"]):
+        for j, path in enumerate(["/a/b", "//b", "/*/b", "/a/c/b", "//a/b", "/r/a/b"]):
+            profiles[f"{i}-{j}"] = path + pos
+    e = Engine()
+    e.add_many(profiles)
+    for xml in docs:
+        assert disagreements(e, profiles, xml) == []

@@ -53,6 +53,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "doc.h"
@@ -141,6 +142,8 @@ typedef struct {
     uint64_t rekey_at;
     int32_t live_at_rekey, changed;
     int has_edges; /* some query needs a (parent, child) tag pair (edge_value) */
+    int has_counts; /* some query needs n children of one name (count_value) */
+    IVec ctags;     /* mark_counts' scratch: an element's children's tags */
     /* Character trigrams some query needs (values "\2" + three characters, for
      * contains / starts-with with a literal): a bit per hash of one, so that the
      * message's text is looked up only where a query may need it (mark_grams). */
@@ -984,6 +987,54 @@ static int32_t edge_value(Matcher *m, int32_t parent, int32_t child, int add)
     return id;
 }
 
+/* Positions [n] need n siblings of one name: the value that stands for "an element
+ * named parent (-1: any) has at least n children named child" (2 <= n <= MAX_COUNT;
+ * more is written MAX_COUNT), interned when add is set, else looked up. */
+#define MAX_COUNT 8
+
+static int32_t count_value(Matcher *m, int32_t parent, int32_t child, int32_t n, int add)
+{
+    char key[1 + 3 * sizeof(int32_t)] = {3};
+    memcpy(key + 1, &parent, sizeof parent);
+    memcpy(key + 1 + sizeof parent, &child, sizeof child);
+    memcpy(key + 1 + 2 * sizeof parent, &n, sizeof n);
+    if (!add)
+        return vocab_find(&m->vocab, key, sizeof key);
+    int32_t id = vocab_intern(&m->vocab, key, sizeof key);
+    if (id < 0 || fit_keys(m) < 0)
+        return -1;
+    m->has_counts = 1;
+    return id;
+}
+
+/* Mark the count values of element e's children (see count_value). */
+static void mark_counts(Matcher *m, int32_t e)
+{
+    const Doc *d = &m->doc;
+    IVec *tags = &m->ctags;
+    tags->n = 0;
+    for (int32_t c = e + 1; c < d->el[e].end; c = d->el[c].end)
+        if (d->el[c].tag >= 0 && ivec_push(tags, d->el[c].tag) < 0) {
+            m->failed = 1;
+            return;
+        }
+    if (tags->n < 2)
+        return;
+    qsort(tags->a, (size_t)tags->n, sizeof *tags->a, cmp_int);
+    int32_t ptag = d->el[e].tag;
+    for (int32_t k = 0; k < tags->n;) {
+        int32_t j = k;
+        while (j < tags->n && tags->a[j] == tags->a[k])
+            j++;
+        for (int32_t n = 2; n <= j - k && n <= MAX_COUNT; n++) {
+            mark(m, m->present, &m->present_ids, count_value(m, -1, tags->a[k], n, 0));
+            if (ptag >= 0)
+                mark(m, m->present, &m->present_ids, count_value(m, ptag, tags->a[k], n, 0));
+        }
+        k = j;
+    }
+}
+
 /* List element e under the ids of its attributes and text nodes (count, or place). */
 static void list_values(Matcher *m, int32_t e, int place)
 {
@@ -1087,6 +1138,8 @@ static void index_message(Matcher *m)
         }
         if (m->has_edges && t >= 0 && el->parent >= 0 && d->el[el->parent].tag >= 0)
             mark(m, m->present, &m->present_ids, edge_value(m, d->el[el->parent].tag, t, 0));
+        if (m->has_counts && el->nchild >= 2)
+            mark_counts(m, e);
         for (int32_t k = 0; k < el->nattr; k++)
             mark(m, m->present, &m->present_ids, d->at[el->attr0 + k].atom);
         for (int32_t k = 0; k < el->ntext; k++)
@@ -1743,6 +1796,36 @@ static int key_first(IVec *need, int32_t key)
     return -1;
 }
 
+/* How many children of one name a step (name test, guard id) needs: its guard has
+ * a predicate position() = n, >= n or > n - 1 (each counts elements among those
+ * named test, after the predicates before it, so at least n such siblings are
+ * there); at most MAX_COUNT, 0 if none or the test is '*'. */
+static int32_t position_need(const Matcher *m, int32_t test, int32_t g)
+{
+    if (test < 0 || g < 0)
+        return 0;
+    const Guard *gd = &m->guards[g];
+    int32_t best = 0;
+    for (int32_t j = 0; j < gd->npreds; j++) {
+        const int32_t *c = m->code.a + m->guard_preds.a[gd->preds + j];
+        if (c[0] != OP_POS)
+            continue;
+        double x = m->nums[c[2]], n;
+        if (c[1] == REL_EQ || c[1] == REL_GE)
+            n = ceil(x);
+        else if (c[1] == REL_GT)
+            n = floor(x) + 1;
+        else
+            continue;
+        if (!(n >= 2)) /* NaN too */
+            continue;
+        int32_t k = n > MAX_COUNT ? MAX_COUNT : (int32_t)n;
+        if (k > best)
+            best = k;
+    }
+    return best;
+}
+
 static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
 {
     PyObject *steps, *need, *selves, *ids;
@@ -1773,6 +1856,15 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
             if (edge < 0 || ivec_push(&nb, edge) < 0)
                 goto oom;
         }
+    for (int32_t k = 0; k < w.n; k += 3) { /* positions: the siblings they need */
+        int32_t need = position_need(m, w.a[k + 1], w.a[k + 2]);
+        if (need < 2)
+            continue;
+        int32_t parent = k && w.a[k] == AXIS_CHILD ? w.a[k - 2] : -1;
+        int32_t v = count_value(m, parent < 0 ? -1 : parent, w.a[k + 1], need, 1);
+        if (v < 0 || ivec_push(&nb, v) < 0)
+            goto oom;
+    }
     if (grow_array((void **)&m->queries, &m->capqueries, m->nqueries + 1, sizeof *m->queries) < 0)
         goto oom;
     int32_t block = m->blocks.n, n = w.n / 3, at = n - 1;
@@ -1936,6 +2028,7 @@ static void Matcher_dealloc(Matcher *m)
     free(m->by_base);
     free(m->by_self);
     free(m->gram_bits);
+    free(m->ctags.a);
     free(m->df);
     free(m->always.a);
     free(m->present);
