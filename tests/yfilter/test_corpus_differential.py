@@ -125,7 +125,7 @@ def test_or_is_filed_as_alternatives_by_their_values():
     "<a><b>xxab</b><b>cdyy</b><c y='ab cd'/></a>",
     "<a>ab\ncd <b x='𝄞𝄞𝄞x'>éé</b>é</a>",
 ])
-def test_contains_filed_by_trigrams_agrees_with_lxml(xml):
+def test_contains_filed_by_trigrams_agrees_with_lxml(xml, monkeypatch):
     """contains / starts-with with a literal of three or more characters are filed
     under the literal's trigrams, which the C side marks over the whole text (a
     string-value crosses elements, comments and CDATA) and each attribute value."""
@@ -137,9 +137,14 @@ def test_contains_filed_by_trigrams_agrees_with_lxml(xml):
                                        ("starts-with", "."), ("contains", "@x"),
                                        ("contains", "b"), ("starts-with", "@y")]):
             profiles[f"{i}-{j}"] = f"//*[{fn}({arg}, '{lit}')]"
+    plain = Engine()
+    plain.add_many(profiles)
+    monkeypatch.setattr("yfilter.native.FILE_TRIGRAMS", True)
     e = Engine()
     e.add_many(profiles)
     assert e.stats()["native_alternatives"] == len(profiles)
+    assert e.stats()["native_values"] > plain.stats()["native_values"] + 15  # trigrams filed
+    assert plain.match(xml.encode()) == e.match(xml.encode())
     assert disagreements(e, profiles, xml.encode()) == []
     assert e.match(xml.encode())  # something matched
 
