@@ -368,7 +368,8 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    many = len({r["workload"] for r in results}) > 2
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 10) if many else (13, 5))
     doc_mb = results[0]["doc_bytes"] / 1e6
     names = list(dict.fromkeys(r["workload"] for r in results))
     cmap = plt.get_cmap("tab10")
@@ -404,8 +405,12 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
             ylabel="time per message (us)", title="Time per message")
     ax2.set(xscale="log", yscale="log", xlabel="distinct profiles", ylabel="MB/s",
             title="Throughput")
-    ax1.legend(fontsize=7)
-    ax2.legend(fontsize=7)
+    if many:  # below the plots, in columns
+        ax1.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.1))
+        ax2.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.1))
+    else:
+        ax1.legend(fontsize=7)
+        ax2.legend(fontsize=7)
     ax1.grid(True, which="both", alpha=0.3)
     ax2.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
