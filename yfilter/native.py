@@ -166,7 +166,8 @@ class NativeIndex:
 
     def match(self, root: etree._Element) -> frozenset[str] | None:
         """Ids of the matching profiles, or None when the message holds a node the C
-        reader does not model (an entity reference, say): use the Python runtime."""
+        reader does not model (an entity reference, say): read its columns instead
+        (:meth:`match_message`, as the engine does)."""
         return self._m.match(root)
 
     def match_message(self, msg: Message) -> frozenset[str] | None:
