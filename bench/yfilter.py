@@ -27,6 +27,16 @@ sides; the issue's bound is on it. "x walk" and "x event" do the same against th
 bare walk and the event parser. The DFA caches are warmed by a pass over other
 messages of the same kind first, as in a broker that has been running; every timed
 pass then sees messages the engine has never seen (so no cache holds their answers).
+Corpus workloads (``--workloads corpus`` or any ``c-<construct>``): profiles of the
+issue-28 kinds written from the news corpus' vocabulary
+(:class:`yfilter.generators.CorpusProfileGenerator`), one workload per construct
+(``c-path``, ``c-value``, ``c-nested``, ``c-contains``, ``c-not``, ``c-position``,
+``c-or``, ``c-tail``) and ``c-mixed``, matched against the corpus documents
+themselves (``--corpus``, all 52 in every pass; the warm-up matches them too, as a
+broker that has seen this vocabulary before). Their times are *medians* over the
+passes (not the best), lxml one by one runs on the same profiles in the same child,
+and they are written to ``bench/results/yfilter_corpus.json`` and ``.png`` unless
+``--out``/``--plot`` say otherwise.
 Prints a table, writes ``bench/results/yfilter.json`` and a PNG plot. With
 ``--profile``, also where the engine's time goes at each size: the functions with the
 most own time under cProfile while it matches the timed messages (printed, and kept
@@ -46,6 +56,7 @@ import os
 import platform
 import pstats
 import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -54,7 +65,9 @@ from lxml import etree
 
 from formats import Message
 from yfilter import Engine
-from yfilter.generators import DocGenerator, ProfileGenerator, Schema
+from broker.config import CORPUS_DIR
+from yfilter.generators import CorpusProfileGenerator, DocGenerator, ProfileGenerator, Schema
+from yfilter.generators.corpus import CONSTRUCTS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -63,6 +76,8 @@ WORKLOADS = {
     "pred": dict(depth=6, p_star=0.2, p_desc=0.2, n_preds=(1, 2), n_nested=1,
                  nested_values=1.0),
 }
+
+CORPUS_WORKLOADS = [f"c-{c}" for c in CONSTRUCTS] + ["c-mixed"]
 
 
 def _rss() -> int:
@@ -243,8 +258,109 @@ def run_one(workload: str, n: int, n_docs: int, passes: int, lxml_max: int, n_wa
     return out
 
 
+def corpus_documents(corpus: Path = CORPUS_DIR) -> list[bytes]:
+    return [p.read_bytes() for p in sorted(Path(corpus).glob("*.xml"))]
+
+
+def corpus_profiles(workload: str, n: int, seed: int, docs: list[bytes]
+                    ) -> tuple[list[str], dict[str, str], int]:
+    """``n`` profiles of ``c-<construct>`` (or ``c-mixed``), their namespaces and how
+    many repeat an earlier one (the vocabulary allows fewer distinct ones)."""
+    construct = workload.removeprefix("c-")
+    mix = None if construct == "mixed" else {construct: 1.0}
+    g = CorpusProfileGenerator(docs, mix=mix, seed=seed)
+    return g.batch(n), g.namespaces, g.duplicates
+
+
+def _median_per_message(fn, docs: list, passes: int) -> float:
+    times = []
+    for _ in range(passes):
+        t = time.process_time()
+        for d in docs:
+            fn(d)
+        times.append((time.process_time() - t) / len(docs))
+    return statistics.median(times)
+
+
+def _paired_median(fns: list, docs: list, passes: int) -> list[float]:
+    """Median CPU seconds per message of each of ``fns``, their passes taking turns."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(passes):
+        for i, f in enumerate(fns):
+            times[i].append(_median_per_message(f, docs, 1))
+    return [statistics.median(t) for t in times]
+
+
+def run_corpus(workload: str, n: int, corpus: str, passes: int, lxml_max: int, seed: int,
+               profiled: bool = False) -> dict:
+    """One corpus workload at one size, in a fresh child: the engine on the corpus
+    documents' bytes and decoded Messages, and lxml one by one on the same profiles
+    (all of them up to ``lxml_max``, beyond extrapolated linearly and marked so)."""
+    docs = corpus_documents(Path(corpus))
+    t = time.process_time()
+    profiles, namespaces, dups = corpus_profiles(workload, n, seed, docs)
+    gen_s = time.process_time() - t
+    msgs = [Message.from_xml(d) for d in docs]
+    gc.collect()
+    rss0 = _rss()
+    engine = Engine(namespaces=namespaces)
+    t = time.process_time()
+    engine.add_many((str(i), p) for i, p in enumerate(profiles))
+    add_s = time.process_time() - t
+    gc.collect()
+    mem = _rss() - rss0
+    for d in docs:  # warm-up: the DFA caches and the C side's filing
+        engine.match(d)
+    for m in msgs:
+        engine.match(m)
+    out = {"workload": workload, "profiles": n, "duplicates": dups, "messages": len(docs),
+           "warmup_messages": 2 * len(docs), "passes": passes, "generate_s": gen_s,
+           "add_s": add_s, "bytes_per_profile": mem / n, "rss_bytes": _rss(),
+           "statistic": "median"}
+    out["engine_bytes_s"], out["floor_s"], out["walk_floor_s"], out["event_floor_s"] = \
+        _paired_median([engine.match, _parse_event_walk, _parse_walk, _event_walk], docs,
+                       passes)
+    out["engine_message_s"] = _median_per_message(engine.match, msgs, passes)
+    out["x_floor"] = out["engine_bytes_s"] / out["floor_s"]
+    out["x_walk_floor"] = out["engine_bytes_s"] / out["walk_floor_s"]
+    out["x_event_floor"] = out["engine_bytes_s"] / out["event_floor_s"]
+    matched = [len(engine.match(d)) for d in docs]
+    out["match_fraction"] = sum(matched) / len(docs) / n
+    out["matched_per_message"] = sum(matched) / len(docs)
+    evaluated = []
+    out["matching_s"] = _median_per_message(lambda d: evaluated.append(engine.evaluate(d)),
+                                            docs, passes)
+    t = time.process_time()
+    for m in evaluated:
+        m.ids()
+    out["reporting_s"] = (time.process_time() - t) / len(evaluated)
+    out["stats"] = engine.stats()
+    if profiled:
+        out["profile"] = profile(engine.match, docs * 3)
+    k = min(n, lxml_max)
+    xpaths = [etree.XPath(f"boolean({p})", namespaces=namespaces) for p in profiles[:k]]
+
+    def lxml_all(d):
+        root = etree.fromstring(d, _PARSER)
+        for x in xpaths:
+            x(root)
+
+    lx = _median_per_message(lxml_all, docs, 1 if k > 1000 else passes)
+    out["lxml_measured_profiles"] = k
+    out["lxml_s"] = lx * n / k
+    out["lxml_extrapolated"] = k < n
+    out["speedup_vs_lxml"] = out["lxml_s"] / out["engine_bytes_s"]
+    out["doc_bytes"] = sum(map(len, docs)) / len(docs)
+    out["doc_elements"] = sum(len(m) for m in msgs) / len(msgs)
+    out["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return out
+
+
 def _child(args):
-    return run_one(*args)
+    if args[0].startswith("c-"):
+        wl, n, _n_docs, passes, lxml_max, _n_warm, seed, profiled, corpus = args
+        return run_corpus(wl, n, corpus, passes, lxml_max, seed, profiled)
+    return run_one(*args[:-1])
 
 
 def plot(results: list[dict], fl: dict, path: Path) -> None:
@@ -252,9 +368,13 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    many = len({r["workload"] for r in results}) > 2
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 10) if many else (13, 5))
     doc_mb = results[0]["doc_bytes"] / 1e6
-    for wl, color in (("path", "tab:blue"), ("pred", "tab:orange")):
+    names = list(dict.fromkeys(r["workload"] for r in results))
+    cmap = plt.get_cmap("tab10")
+    for i, wl in enumerate(names):
+        color = cmap(i % 10)
         rs = [r for r in results if r["workload"] == wl]
         if not rs:
             continue
@@ -285,8 +405,12 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
             ylabel="time per message (us)", title="Time per message")
     ax2.set(xscale="log", yscale="log", xlabel="distinct profiles", ylabel="MB/s",
             title="Throughput")
-    ax1.legend(fontsize=7)
-    ax2.legend(fontsize=7)
+    if many:  # below the plots, in columns
+        ax1.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.1))
+        ax2.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.1))
+    else:
+        ax1.legend(fontsize=7)
+        ax2.legend(fontsize=7)
     ax1.grid(True, which="both", alpha=0.3)
     ax2.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -294,7 +418,7 @@ def plot(results: list[dict], fl: dict, path: Path) -> None:
 
 
 def table(results: list[dict], fl: dict) -> str:
-    head = (f"{'workload':8} {'profiles':>8} {'add s':>7} {'1 by 1':>7} {'B/prof':>7} "
+    head = (f"{'workload':10} {'profiles':>8} {'add s':>7} {'1 by 1':>7} {'B/prof':>7} "
             f"{'match%':>7} {'bytes us':>9} {'match us':>9} {'report us':>9} {'Msg us':>8} "
             f"{'MB/s':>6} {'lxml us':>11} {'speedup':>8} {'x floor':>7} {'x walk':>7} "
             f"{'x event':>7}")
@@ -304,7 +428,7 @@ def table(results: list[dict], fl: dict) -> str:
         lx = f"{r['lxml_s'] * 1e6:,.0f}" + ("*" if r["lxml_extrapolated"] else " ")
         each = f"{r['add_each_s']:.1f}" if "add_each_s" in r else "-"
         lines.append(
-            f"{r['workload']:8} {r['profiles']:>8,} {r['add_s']:>7.1f} {each:>7} "
+            f"{r['workload']:10} {r['profiles']:>8,} {r['add_s']:>7.1f} {each:>7} "
             f"{r['bytes_per_profile']:>7,.0f} {r['match_fraction'] * 100:>6.2f}% "
             f"{r['engine_bytes_s'] * 1e6:>9,.0f} {r['matching_s'] * 1e6:>9,.0f} "
             f"{r['reporting_s'] * 1e6:>9,.0f} {r['engine_message_s'] * 1e6:>8,.0f} "
@@ -349,6 +473,26 @@ def targets(results: list[dict], fl: dict) -> dict:
             out[f"loaded_500k_{wl}"] = True
             out[f"rss_500k_{wl}_bytes"] = r["rss_bytes"]
             out[f"max_rss_500k_{wl}_bytes"] = r["max_rss_bytes"]
+    # issue 28, the corpus workloads
+    r = get("c-mixed", 10_000)
+    if r:
+        out["corpus_speedup_10k_mixed"] = r["speedup_vs_lxml"]
+        out["corpus_speedup_10k_mixed_ok"] = r["speedup_vs_lxml"] >= 100
+    for wl in CORPUS_WORKLOADS:
+        r = get(wl, 10_000)
+        if r:
+            out[f"corpus_10k_{wl}_ms"] = r["engine_bytes_s"] * 1e3
+            out[f"corpus_10k_{wl}_ok"] = r["engine_bytes_s"] <= 0.3e-3
+            out[f"corpus_10k_{wl}_bytes_per_profile"] = r["bytes_per_profile"]
+        r100 = get(wl, 100_000)
+        if r and r100:
+            out[f"corpus_100k_over_10k_{wl}"] = r100["engine_bytes_s"] / r["engine_bytes_s"]
+            out[f"corpus_100k_over_10k_{wl}_ok"] = r100["engine_bytes_s"] <= 4 * r["engine_bytes_s"]
+        for big in (100_000, 500_000):
+            rb = get(wl, big)
+            if rb:
+                out[f"corpus_{big // 1000}k_{wl}_ms"] = rb["engine_bytes_s"] * 1e3
+                out[f"corpus_{big // 1000}k_{wl}_bytes_per_profile"] = rb["bytes_per_profile"]
     return out
 
 
@@ -360,7 +504,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="sizes 1k and 10k, fewer messages (a smoke run; not for the record)")
     ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
                     help="comma-separated profile counts (default 1000,10000,100000,500000)")
-    ap.add_argument("--workloads", default="path,pred", help="comma-separated: path,pred")
+    ap.add_argument("--workloads", default="path,pred",
+                    help="comma-separated: path, pred, c-<construct> (" +
+                         ", ".join(CORPUS_WORKLOADS) + ") or 'corpus' for all of those")
+    ap.add_argument("--corpus", type=Path, default=CORPUS_DIR,
+                    help="directory of the XML documents of the corpus workloads")
     ap.add_argument("--docs", type=int, help="messages per measurement (default 200)")
     ap.add_argument("--warmup", type=int,
                     help="messages matched before timing, to warm the DFA caches as in a "
@@ -378,8 +526,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="also show where the engine's time goes at each size (cProfile: "
                          "the functions with the most own time, shares of the total)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "yfilter.json")
-    ap.add_argument("--plot", type=Path, default=RESULTS / "yfilter.png")
+    ap.add_argument("--out", type=Path, help="default bench/results/yfilter.json "
+                    "(yfilter_corpus.json when a corpus workload runs)")
+    ap.add_argument("--plot", type=Path, help="default: --out with .png")
     args = ap.parse_args(argv)
     DOC_DEPTH, MAX_REPEATS = args.doc_depth, args.max_repeats  # inherited by the children
     sizes = args.sizes or ([1_000, 10_000] if args.quick else
@@ -388,11 +537,24 @@ def main(argv: list[str] | None = None) -> int:
     passes = args.passes or (2 if args.quick else 3)
     n_warm = args.warmup or (50 if args.quick else 500)
     lxml_max = min(args.lxml_max, 1_000) if args.quick else args.lxml_max
-    workloads = args.workloads.split(",")
+    workloads = []
+    for w in args.workloads.split(","):
+        workloads += CORPUS_WORKLOADS if w == "corpus" else [w]
+    for w in workloads:
+        if w not in WORKLOADS and w not in CORPUS_WORKLOADS:
+            ap.error(f"unknown workload {w!r}")
+    corpus_run = any(w.startswith("c-") for w in workloads)
+    if args.out is None:
+        args.out = RESULTS / ("yfilter_corpus.json" if corpus_run else "yfilter.json")
+    if args.plot is None:
+        args.plot = args.out.with_suffix(".png")
     print(f"yfilter benchmark: sizes {sizes}, workloads {workloads}, {n_docs} messages per "
           f"pass (fewer above 10k profiles), best of {passes} passes, {n_warm} warm-up "
-          f"messages, lxml measured up to {lxml_max:,} profiles", flush=True)
-    fl = floors(_batches(n_docs, passes, args.seed + 1))
+          f"messages, lxml measured up to {lxml_max:,} profiles" + (
+              f"; corpus workloads: the documents of {args.corpus} in every pass, median of "
+              f"{passes} passes" if corpus_run else ""), flush=True)
+    fl = floors([corpus_documents(args.corpus)] * passes if corpus_run
+                else _batches(n_docs, passes, args.seed + 1))
     results = []
     ctx = multiprocessing.get_context("fork")
     for wl in workloads:
@@ -401,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             with ctx.Pool(1) as pool:
                 r = pool.apply(_child, ((wl, n, n_docs, passes, lxml_max, n_warm, args.seed,
-                                         args.profile),))
+                                         args.profile, str(args.corpus)),))
             results.append(r)
             print(f" {r['engine_bytes_s'] * 1e6:,.0f} us/message, match "
                   f"{r['match_fraction'] * 100:.2f}% ({time.perf_counter() - t:.0f} s)",
@@ -421,7 +583,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "lxml": etree.LXML_VERSION, "libxml2": etree.LIBXML_VERSION},
         "messages": n_docs, "warmup": n_warm, "passes": passes, "doc_depth": DOC_DEPTH,
-        "max_repeats": MAX_REPEATS, "floors": fl, "results": results,
+        "max_repeats": MAX_REPEATS, "corpus": str(args.corpus) if corpus_run else None,
+        "floors": fl, "results": results,
         "targets": tg}, indent=1))
     plot(results, fl, args.plot)
     print(f"\nwrote {args.out} and {args.plot}")

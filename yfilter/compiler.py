@@ -170,3 +170,79 @@ def _str_arg(a, reg: Registry, txn: dict) -> StrArg:
     steps = _steps(a.steps, None, reg, txn)
     key = path_key(steps) + ("" if tail is None else f"/{tail}")
     return StrArg(key, rel=RelPath(key, steps), tail=kind)
+
+
+# -- or, split into alternatives ------------------------------------------------------
+
+MAX_ALTERNATIVES = 8
+
+
+def alternatives(path: ast.Path) -> list[ast.Path]:
+    """Paths that together match exactly the messages ``path`` matches: an ``or`` at
+    the top of a step's predicate (or under its ``and``) becomes one path per branch,
+    since a path selects something with ``[A or B]`` on a step exactly when it
+    selects something with ``[A]`` or with ``[B]`` there. Not when a later predicate
+    of the same step reads position() (the positions would count other nodes), nor
+    when a branch is a bare number (alone it would mean a position). At most
+    ``MAX_ALTERNATIVES``; what would give more is left whole. The native matcher
+    files each alternative by what it needs (the branch's value), so a profile with
+    ``or`` is a candidate only for messages holding one of its branches' values.
+
+    >>> from yfilter.parser import parse
+    >>> [str(p) for p in alternatives(parse("/a[@x = '1' or @y = '2']/b[2]"))]
+    ["/a[@x = '1']/b[2]", "/a[@y = '2']/b[2]"]
+    >>> len(alternatives(parse("/a[@x = '1' or @y = '2'][1]")))
+    1
+    """
+    variants = [path]
+    for i, step in enumerate(path.steps):
+        for j, pred in enumerate(step.preds):
+            if any(_positional(q, top=True) for q in step.preds[j + 1:]):
+                continue
+            alts = _dnf(pred)
+            if len(alts) < 2 or len(variants) * len(alts) > MAX_ALTERNATIVES:
+                continue
+            variants = [_with_pred(v, i, j, a) for v in variants for a in alts]
+    return variants
+
+
+def _with_pred(path: ast.Path, i: int, j: int, pred) -> ast.Path:
+    st = path.steps[i]
+    preds = st.preds[:j] + (pred,) + st.preds[j + 1:]
+    steps = path.steps[:i] + (ast.Step(st.axis, st.test, preds),) + path.steps[i + 1:]
+    return ast.Path(steps, path.tail)
+
+
+def _dnf(e) -> list:
+    """``e`` as alternatives (one: ``e`` itself), none of them a bare number."""
+    if isinstance(e, ast.Or):
+        out = []
+        for item in e.items:
+            out += _dnf(item)
+    elif isinstance(e, ast.And):
+        out = [()]
+        for item in e.items:
+            out = [acc + (a,) for acc in out for a in _dnf(item)]
+            if len(out) > MAX_ALTERNATIVES:
+                return [e]
+        out = [ast.And(a) if len(a) > 1 else a[0] for a in out]
+    else:
+        return [e]
+    if len(out) > MAX_ALTERNATIVES or any(isinstance(a, ast.Number) for a in out):
+        return [e]
+    return out
+
+
+def _positional(e, top: bool = False) -> bool:
+    """Does ``e`` read position() (a bare number predicate does)?"""
+    if isinstance(e, ast.Position) or (top and isinstance(e, ast.Number)):
+        return True
+    if isinstance(e, (ast.Or, ast.And)):
+        return any(_positional(i) for i in e.items)
+    if isinstance(e, ast.Not):
+        return _positional(e.item)
+    if isinstance(e, ast.Compare):
+        return _positional(e.left) or _positional(e.right)
+    if isinstance(e, ast.Call):
+        return any(_positional(a) for a in e.args)
+    return False  # paths: their positions are their own steps'

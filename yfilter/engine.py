@@ -12,14 +12,19 @@
 Not thread-safe: a broker serialises ``add``/``remove`` with ``match`` (they may
 interleave freely between messages; a change is visible from the next message on).
 
-Two runtimes share the work of :meth:`Engine.match`: the lazy DFA over the
-profiles' shapes reports the profiles without predicates, and the C matcher
-(:mod:`yfilter.native`) the ones with predicates. The C matcher reads XML text parsed
-by lxml, and a decoded :class:`formats.Message` (what a broker holds) straight from
-its columns (no tree is built). Sessions for transformations and plans, and the rare
-message the C reader does not model, run the Python runtime over all profiles
-(:mod:`yfilter.runtime`), which gives the same answers: the differential tests run
-both against lxml. ``Engine(native=False)`` uses the Python runtime throughout.
+One runtime answers, chosen when the engine is made and never changed by a call:
+
+* ``runtime="native"`` (the default): each distinct profile is compiled and filed
+  once, either in the lazy DFA over the profiles' shapes (profiles without
+  predicates: a path's states report them) or in the C matcher
+  (:mod:`yfilter.native`, profiles with predicates, a profile with ``or`` once per
+  branch). The C matcher reads XML text parsed by lxml, and a decoded
+  :class:`formats.Message` (what a broker holds) straight from its columns. A
+  session (:meth:`start`) only shares the parsed document and, for transformations
+  and plans, the memo of navigation; matching with one is the same C matcher.
+* ``runtime="python"``: every profile in the NFA with its guards, checked by the
+  Python runtime (:mod:`yfilter.runtime`): the reference the differential tests hold
+  the native runtime to, next to lxml. ``native=False`` is the old spelling.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 
 from formats.message import Message
 from yfilter import ast
-from yfilter.compiler import Registry, compile_path, path_key
+from yfilter.compiler import Registry, alternatives, compile_path, path_key
 from yfilter.dfa import DEFAULT_BUDGET, DState, LazyDFA
 from yfilter.document import TableDoc, TreeDoc, parse_xml
 from yfilter.errors import MessageError, ProfileError
@@ -55,7 +60,8 @@ class _Query:
 
     key: str
     steps: tuple[Step, ...]
-    state: State
+    state: State | None  # its NFA state; None when the C matcher holds it
+    path: ast.Path | None = None  # as parsed (the native matcher files its alternatives)
     ids: set[str] = field(default_factory=set)
 
 
@@ -86,12 +92,21 @@ class Engine:
     """Shared filtering of many XPath profiles (DESIGN.md sections 3-4).
 
     ``namespaces`` binds the prefixes profiles may use (``xml`` is always bound);
-    ``dfa_budget`` bounds the lazy DFA cache (see :mod:`yfilter.dfa`); ``native``
-    matches profiles with predicates in C (see the module docstring).
+    ``dfa_budget`` bounds the lazy DFA cache (see :mod:`yfilter.dfa`); ``runtime``
+    is ``"native"`` or ``"python"`` (see the module docstring; ``native=False`` is
+    ``runtime="python"``).
     """
 
+    RUNTIMES = ("native", "python")
+
     def __init__(self, namespaces: Mapping[str, str] | None = None, *,
-                 dfa_budget: int = DEFAULT_BUDGET, native: bool = True) -> None:
+                 dfa_budget: int = DEFAULT_BUDGET, runtime: str = "native",
+                 native: bool | None = None) -> None:
+        if native is not None:
+            runtime = "native" if native else "python"
+        if runtime not in self.RUNTIMES:
+            raise ValueError(f"runtime must be one of {self.RUNTIMES}, not {runtime!r}")
+        self.runtime = runtime
         self._namespaces = dict(namespaces or {})
         self._nfa = NFA()
         self._reg = Registry()
@@ -100,7 +115,7 @@ class Engine:
         self._by_id: dict[str, _Query] = {}
         self._texts: dict[str, str] = {}
         self._transforms: dict[str, Transform] = {}  # transformation profiles (FLWR)
-        self._native = NativeIndex(self._nfa.rarity) if native else None
+        self._native = NativeIndex() if runtime == "native" else None
         self._plain = 0  # distinct profiles without predicates
 
     # -- registration ---------------------------------------------------------
@@ -123,12 +138,15 @@ class Engine:
             return
         q = self._queries.get(key)
         if q is None:
-            for _, _, g in steps:
-                if g is not None:
-                    self._reg.ref_guard(g)
-            state = self._nfa.insert(steps)
-            q = self._queries[key] = _Query(key, steps, state)
-            self._nfa.set_accept(state, q.ids)
+            state = None
+            if self._native is None or not _guarded(steps):  # else the C matcher's alone
+                for _, _, g in steps:
+                    if g is not None:
+                        self._reg.ref_guard(g)
+                state = self._nfa.insert(steps)
+            q = self._queries[key] = _Query(key, steps, state, path)
+            if state is not None:
+                self._nfa.set_accept(state, q.ids)
             q.ids.add(profile_id)
             self._index(q, True)
         else:
@@ -207,6 +225,8 @@ class Engine:
             return
         del self._queries[q.key]
         self._index(q, False)
+        if q.state is None:
+            return
         self._nfa.set_accept(q.state, None)
         self._nfa.delete(q.steps)
         for _, _, g in q.steps:
@@ -221,7 +241,11 @@ class Engine:
                 self._plain += 1 if add else -1
         elif self._native is not None:
             if add:
-                self._native.add(q.steps, q.ids)
+                alts = alternatives(q.path) if q.path is not None else [q.path]
+                if len(alts) > 1:  # compiled apart, not made live in the registry
+                    self._native.add([compile_path(a, self._reg, {}) for a in alts], q.ids)
+                else:
+                    self._native.add(q.steps, q.ids)
             elif add is None:
                 self._native.update(q.ids)
             else:
@@ -250,8 +274,10 @@ class Engine:
         """The evaluation state of one message (its document and the memo of operator
         results), to pass as ``session`` to :meth:`evaluate`, :meth:`match`,
         :meth:`run` and to :func:`yfilter.navigate.select` over steps from
-        :meth:`intern_steps`: an operator evaluated once on the message is not
-        evaluated again, whoever needs it next. Raises :class:`MessageError`."""
+        :meth:`intern_steps`: the message is read once, and an operator evaluated
+        once on it (navigation; matching too in the Python runtime) is not evaluated
+        again, whoever needs it next. It never changes which runtime matches.
+        Raises :class:`MessageError`."""
         return Session(Run(_document(message)))
 
     def intern_steps(self, steps: tuple[ast.Step, ...]) -> tuple[Step, ...]:
@@ -274,23 +300,33 @@ class Engine:
     # -- matching -------------------------------------------------------------
     def evaluate(self, message: MessageLike, session: Session | None = None) -> Matches:
         """Match without building the id set yet (see :class:`Matches`); ``session``
-        (from :meth:`start` on the same message) shares its operator memo."""
-        if session is not None:
-            return Matches(*walk(self._dfa, session.run), self._dfa)
-        return self._evaluate_doc(_document(message))
+        (from :meth:`start` on the same message) gives the document already read and,
+        in the Python runtime, shares its operator memo. The same runtime answers
+        with or without it."""
+        if self._native is None:
+            run = session.run if session is not None else Run(_document(message))
+            return Matches(*walk(self._dfa, run), self._dfa)
+        doc = session.run.doc if session is not None else _document(message)
+        found = self._native_match(doc) if len(self._native) else frozenset()
+        run = session.run if session is not None else Run(doc)
+        accepted = walk(self._dfa, run, checks=False)[0] if self._plain else set()
+        return Matches(accepted, [found], self._dfa)
 
-    def _evaluate_doc(self, doc: TableDoc | TreeDoc) -> Matches:
-        if self._native is not None:
-            found = self._native_match(doc) if len(self._native) else frozenset()
-            if found is not None:
-                accepted = walk(self._dfa, Run(doc), checks=False)[0] if self._plain else set()
-                return Matches(accepted, [found], self._dfa)
-        return Matches(*walk(self._dfa, Run(doc)), self._dfa)
-
-    def _native_match(self, doc: TableDoc | TreeDoc) -> frozenset[str] | None:
+    def _native_match(self, doc: TableDoc | TreeDoc) -> frozenset[str]:
         if isinstance(doc, TreeDoc):
-            return self._native.match(doc.root)
-        return self._native.match_message(doc.msg)
+            found = self._native.match(doc.root)
+            if found is None:
+                # A node the C reader does not model on lxml's tree (an entity
+                # reference lxml expands in an attribute): the same matcher reads the
+                # message's columns, built from what lxml shows of the tree.
+                found = self._native.match_message(Message.from_element(doc.root))
+            if found is None:
+                raise MessageError("the message holds a node the matcher does not model")
+            return found
+        found = self._native.match_message(doc.msg)
+        if found is None:
+            raise MessageError("the decoded message's columns describe no tree of elements")
+        return found
 
     def match(self, message: MessageLike, session: Session | None = None) -> frozenset[str]:
         """Ids of all profiles matching ``message`` (XML text or a decoded
@@ -323,7 +359,9 @@ class Engine:
     def stats(self) -> dict[str, int]:
         """Sizes: profiles, distinct profiles, NFA states (on profiles' paths, and
         with those only their shapes use), guards, nested paths, final nodes filed by
-        key (:mod:`yfilter.keyed`), and the lazy DFA cache (states, units, flushes)."""
+        key (:mod:`yfilter.keyed`), and the lazy DFA cache (states, units, flushes);
+        in the native runtime also the distinct profiles the C matcher holds, the
+        alternatives they are filed as, and the C matcher's own counts."""
         return {
             "profiles": len(self._by_id),
             "distinct_profiles": len(self._queries),
@@ -335,7 +373,9 @@ class Engine:
             "dfa_states": len(self._dfa),
             "dfa_units": self._dfa.units,
             "dfa_flushes": self._dfa.flushes,
-            **({f"native_{k}": v for k, v in self._native.stats().items()}
+            **({"native_profiles": len(self._native),
+                "native_alternatives": self._native.queries(),
+                **{f"native_{k}": v for k, v in self._native.stats().items()}}
                if self._native is not None else {}),
         }
 

@@ -44,23 +44,65 @@ from __future__ import annotations
 from lxml import etree
 
 from formats.message import Message
-from yfilter._matcher import Matcher
+from yfilter._matcher import CODES, Matcher
 from yfilter.keyed import choose_key
 from yfilter.nfa import Rarity, Step
 from yfilter.operators import (Always, AndP, AttrTest, Comparison, Func, Guard, Nested, NotP,
                                OrP, PosTest, Pred, RelPath, SelfTest, StrArg, TextTest,
                                attr_atom)
-from yfilter.values import number
+from yfilter.values import RELATIONS, number
 
-# Opcodes and operands, as yfilter/csrc/matcher.c numbers them.
+# Opcodes and operands: defined once, by yfilter/csrc/matcher.c's enums, which the C
+# module hands out as CODES (tests/yfilter/test_one_definition.py checks that every
+# kind of predicate the compiler makes has one).
+_OP, _CMP = CODES["op"], CODES["cmp"]
 (OP_ALWAYS, OP_ATTR, OP_TEXT, OP_SELF, OP_POS, OP_NESTED, OP_FUNC, OP_NOT, OP_AND,
- OP_OR) = range(10)
-CMP_EXISTS, CMP_SEQ, CMP_SNE, CMP_NUM = range(4)
-RELATIONS = {"=": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
-AXES = {"/": 0, "//": 1}
-KEY_TABLES = {None: 0, "base": 1, "self": 2}
-TAILS = {"self": 0, "attr": 1, "text": 2}
+ OP_OR) = (_OP[k] for k in ("ALWAYS", "ATTR", "TEXT", "SELF", "POS", "NESTED", "FUNC",
+                            "NOT", "AND", "OR"))
+CMP_EXISTS, CMP_SEQ, CMP_SNE, CMP_NUM = (_CMP[k] for k in ("EXISTS", "SEQ", "SNE", "NUM"))
+FUNCTIONS = dict(CODES["fn"])
+AXES = dict(CODES["axis"])
+KEY_TABLES = {None: CODES["key"]["none"], "base": CODES["key"]["base"],
+              "self": CODES["key"]["self"]}
+TAILS = {"self": 0, "attr": 1, "text": 2}  # str_arg's tail (0 string-value, 1 attribute, 2 text)
 _ANY = -1  # the '*' name test
+
+
+GRAM = "\x02"  # trigram values: no message holds U+0002 (see mark_grams in matcher.c)
+MAX_GRAMS = 6
+# Filing contains / starts-with under trigrams is off: measured on the corpus
+# workloads (bench.yfilter, issue 28) the per-message scan of the text cost more than
+# the candidates it saved (c-contains 10k 0.23 -> 0.30 ms, c-mixed 100k 0.93 -> 1.26
+# ms of C time); the mechanism stays, tested, for workloads with longer literals.
+FILE_TRIGRAMS = False
+
+
+def trigrams(guard: Guard) -> set[str]:
+    """Character trigrams a message must hold for ``guard`` to hold on one of its
+    elements: those of the literal of each ``contains(x, 'lit')`` /
+    ``starts-with(x, 'lit')`` conjunct (x a path: its string() is a stretch of the
+    message's text or an attribute value, whose trigrams the C side marks), at most
+    ``MAX_GRAMS`` of them, spread over the literal.
+
+    >>> from yfilter.compiler import Registry, compile_path
+    >>> from yfilter.parser import parse
+    >>> (_, _, g), = compile_path(parse("/a[contains(@x, 'abcd') and not(@y)]"), Registry(), {})
+    >>> sorted(t[1:] for t in trigrams(g))
+    ['abc', 'bcd']
+    """
+    out: set[str] = set()
+    for p in guard.preds:
+        for c in p.conjuncts():
+            if not isinstance(c, Func):
+                continue
+            a, b = c.args
+            lit = b.literal
+            if a.literal is not None or lit is None or len(lit) < 3:
+                continue
+            grams = sorted({lit[i:i + 3] for i in range(len(lit) - 2)})
+            step = max(1, len(grams) // MAX_GRAMS)
+            out.update(GRAM + g for g in grams[::step][:MAX_GRAMS])
+    return out
 
 
 class NativeIndex:
@@ -69,9 +111,13 @@ class NativeIndex:
     reports when it matches; :meth:`update` after changing it); ``match`` takes a
     parsed message."""
 
-    def __init__(self, rarity: Rarity) -> None:
-        self._rarity = rarity
-        self._profiles: dict[int, tuple[tuple[Step, ...], set[str]]] = {}  # by id(ids)
+    def __init__(self, rarity: Rarity | None = None) -> None:
+        """``rarity``: how often registered guards compare each value; by default
+        the index's own, counted from the profiles it holds."""
+        self._rarity = rarity if rarity is not None else Rarity()
+        self._counts = rarity is None
+        # by id(ids): the profile's alternatives (compiled steps each) and its ids
+        self._profiles: dict[int, tuple[list[tuple[Step, ...]], set[str]]] = {}
         self._build()
 
     def _build(self) -> None:
@@ -80,33 +126,48 @@ class NativeIndex:
         self._guards: dict[str, int] = {}
         self._rels: dict[str, int] = {}
         self._numbers: dict[float, int] = {}
-        self._qids: dict[int, int] = {}
-        self._filed = 0  # profiles filed since the last build
-        for steps, ids in self._profiles.values():
-            self._file(steps, ids)
+        self._qids: dict[int, list[int]] = {}
+        self._filed = 0  # queries filed since the last build
+        for alts, ids in self._profiles.values():
+            self._file_all(alts, ids)
 
     def __len__(self) -> int:
         return len(self._profiles)
 
-    def add(self, steps: tuple[Step, ...], ids: set[str]) -> None:
-        """File a profile (``ids`` stays the caller's: it names the profile here)."""
-        self._profiles[id(ids)] = (steps, ids)
-        self._file(steps, ids)
+    def add(self, steps: tuple[Step, ...] | list[tuple[Step, ...]], ids: set[str]) -> None:
+        """File a profile (``ids`` stays the caller's: it names the profile here):
+        its compiled steps, or a list of alternatives (see
+        :func:`yfilter.compiler.alternatives`), each filed by what it needs and
+        reporting ``ids`` when it matches."""
+        alts = list(steps) if isinstance(steps, list) else [steps]
+        self._profiles[id(ids)] = (alts, ids)
+        self._count(alts, 1)
+        self._file_all(alts, ids)
 
     def update(self, ids: set[str]) -> None:
         """Report the profile added with ``ids`` under its current members."""
-        self._m.set_ids(self._qids[id(ids)], tuple(ids))
+        members = tuple(ids)
+        for q in self._qids[id(ids)]:
+            self._m.set_ids(q, members)
 
     def discard(self, ids: set[str]) -> None:
         """Forget the profile added with ``ids``."""
-        del self._profiles[id(ids)]
-        self._m.discard(self._qids.pop(id(ids)))
-        if len(self._qids) and self._filed - len(self._qids) > max(len(self._qids), 1024):
+        alts, _ = self._profiles.pop(id(ids))
+        self._count(alts, -1)
+        for q in self._qids.pop(id(ids)):
+            self._m.discard(q)
+        live = sum(len(alts) for alts, _ in self._profiles.values())
+        if live and self._filed - live > max(live, 1024):
             self._build()
+
+    def queries(self) -> int:
+        """Queries filed in the C matcher (one per alternative of each profile)."""
+        return sum(len(q) for q in self._qids.values())
 
     def match(self, root: etree._Element) -> frozenset[str] | None:
         """Ids of the matching profiles, or None when the message holds a node the C
-        reader does not model (an entity reference, say): use the Python runtime."""
+        reader does not model (an entity reference, say): read its columns instead
+        (:meth:`match_message`, as the engine does)."""
         return self._m.match(root)
 
     def match_message(self, msg: Message) -> frozenset[str] | None:
@@ -119,21 +180,37 @@ class NativeIndex:
         return self._m.stats()
 
     # -- compiling --------------------------------------------------------------
-    def _file(self, steps: tuple[Step, ...], ids: set[str]) -> None:
+    def _count(self, alts: list[tuple[Step, ...]], by: int) -> None:
+        if self._counts:
+            for steps in alts:
+                for _, _, g in steps:
+                    if g is not None:
+                        self._rarity.count(g, by)
+
+    def _file_all(self, alts: list[tuple[Step, ...]], ids: set[str]) -> None:
+        self._qids[id(ids)] = [self._file(steps, ids) for steps in alts]
+
+    def _file(self, steps: tuple[Step, ...], ids: set[str]) -> int:
         base: set[str] = set()
         selves: set[str] = set()
+        grams: set[str] = set()
         for _, test, guard in steps:
             if test != "*":
                 base.add(test)
             if guard is not None:
                 base |= guard.need.base
                 selves |= guard.need.selves
+                if FILE_TRIGRAMS:
+                    grams |= trigrams(guard)
         words = self._steps(steps)
         table, key = choose_key(frozenset(base), frozenset(selves), self._rarity)
-        self._qids[id(ids)] = self._m.add_query(
+        if grams and (key is None or self._rarity.of(key) == 0):
+            table, key = "base", min(grams)  # rarer than a name; the C side rekeys by use
+        base |= grams
+        self._filed += 1
+        return self._m.add_query(
             words, [self._value(v) for v in base], [self._value(v) for v in selves],
             KEY_TABLES[table], -1 if key is None else self._value(key), tuple(ids))
-        self._filed += 1
 
     def _value(self, s: str) -> int:
         v = self._values.get(s)
@@ -212,7 +289,7 @@ class NativeIndex:
         if isinstance(p, Nested):
             return emit([OP_NESTED, self._rel(p.rel)])
         if isinstance(p, Func):
-            fn = 0 if p.fn is str.__contains__ else 1
+            fn = FUNCTIONS["contains" if p.fn is str.__contains__ else "starts-with"]
             return emit([OP_FUNC, fn, *self._arg(p.args[0]), *self._arg(p.args[1])])
         if isinstance(p, NotP):
             return emit([OP_NOT, self._pred(p.item)])

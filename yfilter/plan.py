@@ -166,7 +166,7 @@ class Plan:
     def __init__(self, namespaces: Mapping[str, str] | None = None, *,
                  dfa_budget: int = DEFAULT_BUDGET) -> None:
         self.namespaces = dict(namespaces or {})
-        self.engine = Engine(self.namespaces, dfa_budget=dfa_budget)
+        self.engine = Engine(self.namespaces, dfa_budget=dfa_budget, runtime="python")
         self._links: dict[str, _Link] = {}
         self._routes: set[str] = set()  # links with a routing query
         self._paths: dict[str, _Path] = {}

@@ -35,3 +35,15 @@ def test_quick_run_with_profile_writes_results(tmp_path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "calls/msg" in printed and rows[0]["function"] in printed
     assert plot.stat().st_size > 10_000
+
+
+def test_quick_corpus_run_writes_results(tmp_path) -> None:
+    out = tmp_path / "c.json"
+    assert bench_yfilter.main(["--sizes", "100", "--workloads", "c-or,c-mixed", "--passes", "1",
+                               "--lxml-max", "20", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert [r["workload"] for r in results["results"]] == ["c-or", "c-mixed"]
+    r = results["results"][1]
+    assert r["statistic"] == "median" and r["messages"] > 40 and r["lxml_extrapolated"]
+    assert 0 < r["match_fraction"] < 1 and r["bytes_per_profile"] != 0
+    assert (tmp_path / "c.png").stat().st_size > 10_000

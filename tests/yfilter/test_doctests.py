@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["yfilter", "yfilter.engine", "yfilter.nfa", "yfilter.operators", "yfilter.values", "yfilter.validation"]
+MODULES = ["yfilter", "yfilter.engine", "yfilter.generators.corpus", "yfilter.native", "yfilter.nfa", "yfilter.operators",
+           "yfilter.values", "yfilter.validation"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -23,7 +23,7 @@ DOCS = [
 
 
 def test_nodes_decided_at_the_root_agree_with_lxml():
-    e = Engine()
+    e = Engine(runtime="python")  # Keyed is the Python runtime's
     for pid, p in ROOTED.items():
         e.add(pid, p)
     nodes = list(e._nfa.keyed._filed)
@@ -33,7 +33,7 @@ def test_nodes_decided_at_the_root_agree_with_lxml():
 
 
 def test_not_rooted_when_the_prior_is_deeper_or_the_last_step_guarded():
-    e = Engine()
+    e = Engine(runtime="python")  # Keyed is the Python runtime's
     e.add("deep", "/a/c[@x = '1']//b")
     e.add("own", "/a[@x = '1']//b[c]")
     assert not any(rooted(n) for n in e._nfa.keyed._filed)
@@ -43,7 +43,7 @@ def test_keys_rechosen_and_table_emptied():
     # Early profiles get keys while few values are known; filing again as the table
     # doubles keeps results exact, and removing everything leaves nothing filed.
     profiles = {f"p{i}": f"/a[@x = '{i % 7}'][c]/*[@y = '{i}']//b" for i in range(300)}
-    e = Engine()
+    e = Engine(runtime="python")  # Keyed is the Python runtime's
     for pid, p in profiles.items():
         e.add(pid, p)
     assert e.stats()["keyed_nodes"] == 300

@@ -53,6 +53,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "doc.h"
@@ -141,6 +142,12 @@ typedef struct {
     uint64_t rekey_at;
     int32_t live_at_rekey, changed;
     int has_edges; /* some query needs a (parent, child) tag pair (edge_value) */
+    int has_counts; /* some query needs n children of one name (count_value) */
+    IVec ctags;     /* mark_counts' scratch: an element's children's tags */
+    /* Character trigrams some query needs (values "\2" + three characters, for
+     * contains / starts-with with a literal): a bit per hash of one, so that the
+     * message's text is looked up only where a query may need it (mark_grams). */
+    uint64_t *gram_bits;
     /* per message */
     Doc doc;
     uint32_t gen;
@@ -980,6 +987,54 @@ static int32_t edge_value(Matcher *m, int32_t parent, int32_t child, int add)
     return id;
 }
 
+/* Positions [n] need n siblings of one name: the value that stands for "an element
+ * named parent (-1: any) has at least n children named child" (2 <= n <= MAX_COUNT;
+ * more is written MAX_COUNT), interned when add is set, else looked up. */
+#define MAX_COUNT 8
+
+static int32_t count_value(Matcher *m, int32_t parent, int32_t child, int32_t n, int add)
+{
+    char key[1 + 3 * sizeof(int32_t)] = {3};
+    memcpy(key + 1, &parent, sizeof parent);
+    memcpy(key + 1 + sizeof parent, &child, sizeof child);
+    memcpy(key + 1 + 2 * sizeof parent, &n, sizeof n);
+    if (!add)
+        return vocab_find(&m->vocab, key, sizeof key);
+    int32_t id = vocab_intern(&m->vocab, key, sizeof key);
+    if (id < 0 || fit_keys(m) < 0)
+        return -1;
+    m->has_counts = 1;
+    return id;
+}
+
+/* Mark the count values of element e's children (see count_value). */
+static void mark_counts(Matcher *m, int32_t e)
+{
+    const Doc *d = &m->doc;
+    IVec *tags = &m->ctags;
+    tags->n = 0;
+    for (int32_t c = e + 1; c < d->el[e].end; c = d->el[c].end)
+        if (d->el[c].tag >= 0 && ivec_push(tags, d->el[c].tag) < 0) {
+            m->failed = 1;
+            return;
+        }
+    if (tags->n < 2)
+        return;
+    qsort(tags->a, (size_t)tags->n, sizeof *tags->a, cmp_int);
+    int32_t ptag = d->el[e].tag;
+    for (int32_t k = 0; k < tags->n;) {
+        int32_t j = k;
+        while (j < tags->n && tags->a[j] == tags->a[k])
+            j++;
+        for (int32_t n = 2; n <= j - k && n <= MAX_COUNT; n++) {
+            mark(m, m->present, &m->present_ids, count_value(m, -1, tags->a[k], n, 0));
+            if (ptag >= 0)
+                mark(m, m->present, &m->present_ids, count_value(m, ptag, tags->a[k], n, 0));
+        }
+        k = j;
+    }
+}
+
 /* List element e under the ids of its attributes and text nodes (count, or place). */
 static void list_values(Matcher *m, int32_t e, int place)
 {
@@ -993,6 +1048,76 @@ static void list_values(Matcher *m, int32_t e, int place)
             list_place(m, &m->by_value, v, e);
         else
             list_count(m, &m->by_value, v);
+    }
+}
+
+#define GRAM_BITS ((uint32_t)1 << 20)
+
+/* The code point at *p (UTF-8; a stray byte stands for itself), *p moved past it. */
+static inline uint32_t next_cp(const unsigned char **p, const unsigned char *end)
+{
+    const unsigned char *c = *p;
+    uint32_t b = c[0];
+    size_t n = b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    if ((size_t)(end - c) < n)
+        n = 1;
+    uint32_t cp = n == 1 ? b : b & (0x3F >> (n - 1));
+    for (size_t k = 1; k < n; k++)
+        cp = cp << 6 | (c[k] & 0x3F);
+    *p = c + n;
+    return cp;
+}
+
+static inline uint32_t gram_hash3(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t h = a * 0x9E3779B1u ^ b * 0x85EBCA77u ^ c * 0xC2B2AE3Du;
+    return (h ^ h >> 15) & (GRAM_BITS - 1);
+}
+
+/* The hash of a trigram value ("\2" and three characters). */
+static uint32_t gram_hash(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    uint32_t a = next_cp(&p, end), b = p < end ? next_cp(&p, end) : 0,
+             c = p < end ? next_cp(&p, end) : 0;
+    return gram_hash3(a, b, c);
+}
+
+/* Mark the trigrams of s (three characters each) that some query needs: a bit test
+ * per character, a lookup only where the bit is set. A string-value of any element
+ * is a stretch of the root's, and an attribute value is its own string: their
+ * trigrams hold every trigram of any string() a contains() or starts-with() reads. */
+static void mark_grams(Matcher *m, Span s)
+{
+    const unsigned char *p = (const unsigned char *)s.s, *end = p + s.n;
+    if (s.n < 3)
+        return;
+    const unsigned char *s0 = p;
+    uint32_t a = next_cp(&p, end);
+    if (p >= end)
+        return;
+    const unsigned char *s1 = p;
+    uint32_t b = next_cp(&p, end);
+    if (p >= end)
+        return;
+    const unsigned char *s2 = p;
+    char key[1 + 12];
+    key[0] = 2;
+    while (p < end) {
+        uint32_t c = next_cp(&p, end);
+        uint32_t h = gram_hash3(a, b, c);
+        if (m->gram_bits[h / 64] >> (h % 64) & 1) {
+            size_t n = (size_t)(p - s0);
+            if (n <= 12) {
+                memcpy(key + 1, s0, n);
+                mark(m, m->present, &m->present_ids, vocab_find(&m->vocab, key, n + 1));
+            }
+        }
+        s0 = s1;
+        s1 = s2;
+        s2 = p;
+        a = b;
+        b = c;
     }
 }
 
@@ -1013,12 +1138,23 @@ static void index_message(Matcher *m)
         }
         if (m->has_edges && t >= 0 && el->parent >= 0 && d->el[el->parent].tag >= 0)
             mark(m, m->present, &m->present_ids, edge_value(m, d->el[el->parent].tag, t, 0));
+        if (m->has_counts && el->nchild >= 2)
+            mark_counts(m, e);
         for (int32_t k = 0; k < el->nattr; k++)
             mark(m, m->present, &m->present_ids, d->at[el->attr0 + k].atom);
         for (int32_t k = 0; k < el->ntext; k++)
             mark(m, m->present, &m->present_ids, d->tx[el->text0 + k].id);
         if (m->has_anchors)
             list_values(m, e, 0);
+    }
+    if (m->gram_bits && d->nel) {
+        Span root = doc_string_value(&m->doc, 0);
+        if (!root.s)
+            m->failed = 1;
+        else
+            mark_grams(m, root);
+        for (size_t k = 0; k < d->nat; k++)
+            mark_grams(m, d->at[k].value);
     }
     list_layout(m, &m->by_tag);
     if (m->has_anchors)
@@ -1660,6 +1796,36 @@ static int key_first(IVec *need, int32_t key)
     return -1;
 }
 
+/* How many children of one name a step (name test, guard id) needs: its guard has
+ * a predicate position() = n, >= n or > n - 1 (each counts elements among those
+ * named test, after the predicates before it, so at least n such siblings are
+ * there); at most MAX_COUNT, 0 if none or the test is '*'. */
+static int32_t position_need(const Matcher *m, int32_t test, int32_t g)
+{
+    if (test < 0 || g < 0)
+        return 0;
+    const Guard *gd = &m->guards[g];
+    int32_t best = 0;
+    for (int32_t j = 0; j < gd->npreds; j++) {
+        const int32_t *c = m->code.a + m->guard_preds.a[gd->preds + j];
+        if (c[0] != OP_POS)
+            continue;
+        double x = m->nums[c[2]], n;
+        if (c[1] == REL_EQ || c[1] == REL_GE)
+            n = ceil(x);
+        else if (c[1] == REL_GT)
+            n = floor(x) + 1;
+        else
+            continue;
+        if (!(n >= 2)) /* NaN too */
+            continue;
+        int32_t k = n > MAX_COUNT ? MAX_COUNT : (int32_t)n;
+        if (k > best)
+            best = k;
+    }
+    return best;
+}
+
 static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
 {
     PyObject *steps, *need, *selves, *ids;
@@ -1690,6 +1856,15 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
             if (edge < 0 || ivec_push(&nb, edge) < 0)
                 goto oom;
         }
+    for (int32_t k = 0; k < w.n; k += 3) { /* positions: the siblings they need */
+        int32_t need = position_need(m, w.a[k + 1], w.a[k + 2]);
+        if (need < 2)
+            continue;
+        int32_t parent = k && w.a[k] == AXIS_CHILD ? w.a[k - 2] : -1;
+        int32_t v = count_value(m, parent < 0 ? -1 : parent, w.a[k + 1], need, 1);
+        if (v < 0 || ivec_push(&nb, v) < 0)
+            goto oom;
+    }
     if (grow_array((void **)&m->queries, &m->capqueries, m->nqueries + 1, sizeof *m->queries) < 0)
         goto oom;
     int32_t block = m->blocks.n, n = w.n / 3, at = n - 1;
@@ -1721,6 +1896,15 @@ static PyObject *Matcher_add_query(Matcher *m, PyObject *args)
     b[B_TAIL_STARS] = tail[1];
     b[B_ANCHOR_TAIL] = anchor_tail[0];
     b[B_ANCHOR_TAIL_STARS] = anchor_tail[1];
+    for (int32_t k = 0; k < nb.n; k++) { /* trigrams it needs: the message's filter */
+        const VStr *v = &m->vocab.strs[nb.a[k]];
+        if (v->n < 2 || v->s[0] != 2)
+            continue;
+        if (!m->gram_bits && !(m->gram_bits = calloc(GRAM_BITS / 64, sizeof *m->gram_bits)))
+            goto oom_block;
+        uint32_t h = gram_hash(v->s + 1, v->n - 1);
+        m->gram_bits[h / 64] |= (uint64_t)1 << (h % 64);
+    }
     IVec *list = posting_list(m, key_table, key);
     int32_t end = list->n;
     int ok = ivec_push(list, block) == 0 && ivec_push(list, m->blocks.n - block) == 0
@@ -1843,6 +2027,8 @@ static void Matcher_dealloc(Matcher *m)
     }
     free(m->by_base);
     free(m->by_self);
+    free(m->gram_bits);
+    free(m->ctags.a);
     free(m->df);
     free(m->always.a);
     free(m->present);
@@ -1918,9 +2104,70 @@ static PyTypeObject MatcherType = {
     .tp_methods = Matcher_methods,
 };
 
+/* number(s) -> float: XPath number() of a str, as every part of yfilter computes it
+ * (yfilter.values.number is this function). */
+static PyObject *module_number(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s)
+        return NULL;
+    return PyFloat_FromDouble(xpath_number(s, (size_t)n));
+}
+
+static PyMethodDef module_methods[] = {
+    {"number", module_number, METH_O,
+     "number(s) -> XPath number() of the string s, as libxml2 computes it"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The codes of the predicate code and of add_query's arguments, by name: the one
+ * definition (the enums above), which yfilter.native reads as CODES. */
+static PyObject *codes(void)
+{
+    static const struct { const char *group, *name; long value; } table[] = {
+        {"op", "ALWAYS", OP_ALWAYS}, {"op", "ATTR", OP_ATTR}, {"op", "TEXT", OP_TEXT},
+        {"op", "SELF", OP_SELF}, {"op", "POS", OP_POS}, {"op", "NESTED", OP_NESTED},
+        {"op", "FUNC", OP_FUNC}, {"op", "NOT", OP_NOT}, {"op", "AND", OP_AND},
+        {"op", "OR", OP_OR}, {"op", "NESTED_IN", OP_NESTED_IN},
+        {"cmp", "EXISTS", CMP_EXISTS}, {"cmp", "SEQ", CMP_SEQ}, {"cmp", "SNE", CMP_SNE},
+        {"cmp", "NUM", CMP_NUM},
+        {"rel", "=", REL_EQ}, {"rel", "!=", REL_NE}, {"rel", "<", REL_LT},
+        {"rel", "<=", REL_LE}, {"rel", ">", REL_GT}, {"rel", ">=", REL_GE},
+        {"fn", "contains", FN_CONTAINS}, {"fn", "starts-with", FN_STARTS_WITH},
+        {"axis", "/", AXIS_CHILD}, {"axis", "//", AXIS_DESC},
+        {"key", "none", KEY_NONE}, {"key", "base", KEY_BASE}, {"key", "self", KEY_SELF},
+        {"guard", "NONE", G_NONE}, {"guard", "REF", G_REF}, {"guard", "INLINE", G_INLINE},
+    };
+    PyObject *out = PyDict_New();
+    if (!out)
+        return NULL;
+    for (size_t k = 0; k < sizeof table / sizeof *table; k++) {
+        PyObject *group = PyDict_GetItemString(out, table[k].group); /* borrowed */
+        if (!group) {
+            group = PyDict_New();
+            if (!group || PyDict_SetItemString(out, table[k].group, group) < 0) {
+                Py_XDECREF(group);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(group); /* the dict holds it */
+        }
+        PyObject *v = PyLong_FromLong(table[k].value);
+        if (!v || PyDict_SetItemString(group, table[k].name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return out;
+}
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "yfilter._matcher",
-    "The native per-message runtime of yfilter (see yfilter.native).", -1, NULL,
+    "The native per-message runtime of yfilter (see yfilter.native).", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__matcher(void)
@@ -1933,6 +2180,12 @@ PyMODINIT_FUNC PyInit__matcher(void)
     Py_INCREF(&MatcherType);
     if (PyModule_AddObject(mod, "Matcher", (PyObject *)&MatcherType) < 0) {
         Py_DECREF(&MatcherType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    PyObject *c = codes();
+    if (!c || PyModule_AddObject(mod, "CODES", c) < 0) {
+        Py_XDECREF(c);
         Py_DECREF(mod);
         return NULL;
     }
