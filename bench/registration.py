@@ -46,6 +46,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.output import save
+
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 10_000
 TARGET_SINGLE, TARGET_BULK = 200, 2000
@@ -345,11 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args.single = args.single if args.single is not None else (300 if args.quick else 2000)
     res = run(args)
     print(table(res))
-    json_path = args.json or RESULTS / "registration.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(res, indent=1) + "\n")
-    plot(res, args.plot or json_path.with_suffix(".png"))
-    print(f"wrote {json_path} and {args.plot or json_path.with_suffix('.png')}")
+    save(res, args.json or RESULTS / "registration.json", args.plot, plot)
     return 0
 
 

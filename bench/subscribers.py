@@ -32,7 +32,6 @@ per-partition costs grow with the count). Writes ``bench/results/subscribers.jso
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import shutil
@@ -44,6 +43,7 @@ import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.output import save
 from broker import topics
 from broker.registry.store import Store, delivery_topics, hash_token, profiles, subscribers
 from routing.overlay import builtin
@@ -297,11 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", module="fastapi.testclient")
     res = run(args)
     print(table(res))
-    json_path = args.json or RESULTS / "subscribers.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(res, indent=1) + "\n")
-    plot(res, args.plot or json_path.with_suffix(".png"))
-    print(f"wrote {json_path} and {args.plot or json_path.with_suffix('.png')}")
+    save(res, args.json or RESULTS / "subscribers.json", args.plot, plot)
     return 0
 
 

@@ -236,7 +236,7 @@ def run(profiles: int = 2000, messages: int = 200, corpus=None, timeout: float =
         cluster.start(progress=lambda msg: say(f"  {msg} ..."))
         say(f"  kafka     {cluster.bootstrap_servers}")
         say(f"  api       {cluster.api_url}")
-        say(f"  brokers   {', '.join(cluster.overlay.brokers)} (one streaming query each)")
+        say(f"  brokers   {', '.join(cluster.overlay.brokers)} (one streaming query serves them all)")
         result = run_on(cluster, say, profiles=profiles, messages=messages, corpus=corpus, timeout=timeout)
     finally:
         cluster.stop()
