@@ -149,8 +149,8 @@ class BrokerJob:
         return self.query
 
     def _follow(self, broker: str, packet: Packet) -> None:
-        self.states[broker].apply(packet.flow, packet.key, packet.value, packet.headers, packet.topic,
-                                  packet.coordinates)
+        self.states[broker].replay(packet.flow, packet.key, packet.value, packet.headers, packet.topic,
+                                   packet.coordinates)
 
     def offsets(self) -> dict[str, dict[str, int]]:
         """Per broker, the topics it reads (its inbound topic, the sources it is the root

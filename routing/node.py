@@ -51,7 +51,7 @@ from routing.matcher import AtomEngine
 from routing.overlay import Overlay
 from routing.projection import WHOLE, need
 from routing.table import Delta, RoutingTable
-from yfilter import Engine
+from yfilter import Engine, validate
 from yfilter.flwr import is_flwr, parse_flwr
 from yfilter.parser import parse
 
@@ -114,7 +114,21 @@ class Node:
         # tables of one node share an atom engine, so a message is matched once.
         if self.engine is None:
             self.engine = AtomEngine()
-        self.local = Engine(dict(self.namespaces))
+        self._local: Engine | None = None
+
+    @property
+    def local(self) -> Engine:
+        """The engine of the hosted profiles, built on first use (all at once, the fast
+        path): a copy of the node that only follows changes (the driver's view of a
+        broker) never builds it, and a burst of profiles is added in one pass."""
+        if self._local is None:
+            self._local = self._build_local()
+        return self._local
+
+    def _build_local(self) -> Engine:
+        engine = Engine(dict(self.namespaces))
+        engine.add_many((pid, p.text) for pid, p in self.profiles.items())
+        return engine
 
     def table(self, root: str) -> RoutingTable:
         """The routing table of ``root``'s tree (made empty on first use)."""
@@ -144,7 +158,10 @@ class Node:
         if version <= self._known(pid):
             return []
         query, needed = self.query(text), need(text, self.namespaces)
-        self.local.add(pid, text)
+        if self._local is not None:
+            self._local.add(pid, text)
+        else:
+            validate(text, self.namespaces)  # what adding it would refuse, refused now
         self.profiles[pid] = Hosted(version, text, target)
         self.tombstones.pop(pid, None)
         self.version += 1
@@ -154,8 +171,8 @@ class Node:
         """Stop hosting ``pid`` (its deletion at ``version``)."""
         if version <= self._known(pid):
             return []
-        if self.profiles.pop(pid, None) is not None:
-            self.local.remove(pid)
+        if self.profiles.pop(pid, None) is not None and self._local is not None:
+            self._local.remove(pid)
         self.tombstones[pid] = version
         self.version += 1
         return self._up_all(Delta(pid, version, None))
@@ -189,8 +206,11 @@ class Node:
 
     def warm(self) -> None:
         """Build now what routing would build at the next message (the atom engine and
-        its compiled lazy atoms), so that a change's cost is paid with the change."""
+        its compiled lazy atoms, and the engine of the local profiles), so that a change's
+        cost is paid with the change."""
         self.engine.warm()
+        if self._local is None:
+            self._local = self._build_local()
 
     # -- data plane --------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Union
 
 from yfilter import ast
@@ -143,7 +144,14 @@ def parse_flwr(text: str, namespaces: Mapping[str, str] | None = None) -> Flwr:
     construct of the first problem."""
     if not isinstance(text, str):
         raise ProfileError(f"a profile is text, not {type(text).__name__}")
-    ns = dict(namespaces or {})
+    return _parse_recent(text, tuple(sorted((namespaces or {}).items())))
+
+
+@lru_cache(maxsize=1024)
+def _parse_recent(text: str, namespaces: tuple[tuple[str, str], ...]) -> Flwr:
+    # Parsed several times in a row where a broker hosts the profile (see
+    # yfilter.parser.parse); the result is immutable, so the recent ones are kept.
+    ns = dict(namespaces)
     tokens, ret_at = _lex(text, 0, stop_word="return")
     head = _ClauseParser(tokens, ns, var=None)
     var, path, where, span = head.head()

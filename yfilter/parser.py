@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 from yfilter import ast
 from yfilter.errors import ProfileError
@@ -80,7 +81,15 @@ def parse(text: str, namespaces: Mapping[str, str] | None = None) -> ast.Path:
     :class:`ProfileError` naming the column and construct of the first problem."""
     if not isinstance(text, str):
         raise ProfileError(f"a profile is text, not {type(text).__name__}")
-    return _Parser(text, dict(namespaces or {})).profile()
+    return _parse_recent(text, tuple(sorted((namespaces or {}).items())))
+
+
+@lru_cache(maxsize=1024)
+def _parse_recent(text: str, namespaces: tuple[tuple[str, str], ...]) -> ast.Path:
+    # A broker hosting a profile parses its text several times in a row (its routing
+    # query, its local engine, what it reads of a message); the tree is immutable, so
+    # the recent ones are kept. A text that fails raises each time (nothing is kept).
+    return _Parser(text, dict(namespaces)).profile()
 
 
 class _Parser:

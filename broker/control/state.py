@@ -13,9 +13,16 @@ Query packets come in two kinds (JSON, field ``kind``):
 * ``profile`` (from the registration service): ``op`` add/update/delete of a profile
   hosted here. The profile's routing query and what it reads of a message
   (``Map()``) go up every broadcast tree as a routing delta.
-* ``route`` (from a child broker): a routing delta for the tree of ``root`` received
-  on the link from ``from``. It is applied (``Collect()``) and, if it changed
-  anything, forwarded to this broker's parent in that tree (``Aggregate()``).
+* ``route`` (from a child broker): routing deltas (``deltas``, a list) for the tree of
+  ``root`` received on the link from ``from``. They are applied (``Collect()``) and
+  those that changed anything go on to this broker's parent in that tree
+  (``Aggregate()``).
+
+The routing deltas a packet causes wait in :attr:`BrokerState.outbox` until
+:meth:`BrokerState.routes` takes them (``apply`` does, unless told to ``defer``): a
+broker applying a run of packets (a micro-batch) sends one route packet per parent and
+tree for all of them, with each profile's newest delta only, so a burst of
+registrations climbs the trees in a few packets rather than one per profile and hop.
 
 Catalog packets announce a source, with the name dictionary of its schema if it has
 one; the packet travels down the source's tree (so every broker can decode the
@@ -33,12 +40,23 @@ it, so a replayed batch, or a copy catching up from the broker's state log
 >>> rows = s.apply("query", b"p1", json.dumps(body).encode(), [], "onyx.broker.b4")
 >>> [r[0] for r in rows], s.seq, s.version, sorted(s.profiles)
 (['onyx.broker.b2'], 1, 1, ['p1'])
+>>> for i in (2, 3):
+...     body = {"op": "add", "profile_id": f"p{i}", "version": 1, "text": "/a", "delivery_topic": "t"}
+...     s.apply("query", f"p{i}".encode(), json.dumps(body).encode(), [], "onyx.broker.b4", defer=True)
+[]
+[]
+>>> [(topic, len(json.loads(value)["deltas"])) for topic, _, value, _ in s.routes()]
+[('onyx.broker.b2', 2)]
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+
+ROUTE_PACKET_BYTES = 256 * 1024
+"""A route packet carries deltas up to about this many bytes of JSON (Kafka's default
+limit for a record is 1 MB)."""
 
 from broker import topics
 from broker.packets import Row, dead_letter
@@ -67,6 +85,9 @@ class BrokerState:
     applied: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset
     catalog_changes: int = 0
 
+    outbox: dict[tuple[str, str], dict[str, Delta]] = field(default_factory=dict)
+    """Routing deltas not yet sent: (parent, root) -> profile id -> its newest delta."""
+
     def __post_init__(self) -> None:
         self.node = Node(self.broker, self.overlay, self.budget)
 
@@ -93,10 +114,23 @@ class BrokerState:
 
     def apply(self, flow: str, key: bytes | None, value: bytes | None,
               headers: list[tuple[str, bytes]], origin: str,
-              at: tuple[str, int, int] | None = None) -> list[Row]:
+              at: tuple[str, int, int] | None = None, *, defer: bool = False) -> list[Row]:
         """Apply one control packet; returns the rows it causes (deltas to the parent,
         catalog packets to children, or a dead letter if the packet is bad). A packet
-        ``at`` a place already applied is skipped (no rows)."""
+        ``at`` a place already applied is skipped (no rows). With ``defer``, its routing
+        deltas stay in :attr:`outbox` for :meth:`routes`."""
+        rows = self._apply(flow, key, value, headers, origin, at)
+        return rows if defer else rows + self.routes()
+
+    def replay(self, flow: str, key: bytes | None, value: bytes | None,
+               headers: list[tuple[str, bytes]], origin: str, at: tuple[str, int, int]) -> None:
+        """Apply a packet that another copy of this broker applied (read from the state
+        log): the rows it causes were sent then, so none are made now."""
+        self._apply(flow, key, value, headers, origin, at)
+        self.outbox.clear()
+
+    def _apply(self, flow: str, key: bytes | None, value: bytes | None,
+               headers: list[tuple[str, bytes]], origin: str, at: tuple[str, int, int] | None) -> list[Row]:
         if at is not None:
             if self.is_applied(at):
                 return []
@@ -125,24 +159,54 @@ class BrokerState:
     def _profile(self, body: dict) -> list[Row]:
         pid, version, op = str(body["profile_id"]), int(body["version"]), body["op"]
         if op == "delete":
-            return self._rows(self.node.drop(pid, version))
+            return self._queue(self.node.drop(pid, version))
         if op in ("add", "update"):
             # a bad text raises ProfileError (a ValueError): a dead letter, nothing changed
-            return self._rows(self.node.host(pid, version, str(body["text"]), str(body["delivery_topic"])))
+            return self._queue(self.node.host(pid, version, str(body["text"]), str(body["delivery_topic"])))
         raise ControlError(f"unknown profile op {op!r}")
 
     def _route(self, body: dict) -> list[Row]:
         root, child = str(body["root"]), str(body["from"])
         if root not in self.overlay.graph or child not in self.overlay.graph:
             raise ControlError(f"route delta names unknown broker (root {root!r}, from {child!r})")
-        return self._rows(self.node.collect(root, child, Delta.from_json(body["delta"])))
+        deltas = body["deltas"] if "deltas" in body else [body["delta"]]
+        if not isinstance(deltas, list):
+            raise ControlError("a route packet's deltas must be a list")
+        parsed = [Delta.from_json(d) for d in deltas]  # all read before any is applied
+        return self._queue([u for delta in parsed for u in self.node.collect(root, child, delta)])
 
-    def _rows(self, ups: list[Up]) -> list[Row]:
-        """Each routing delta as a query packet on the parent's inbound topic."""
-        return [(topics.broker_topic(u.parent), u.delta.profile_id.encode(),
-                 json.dumps({"kind": "route", "root": u.root, "from": self.broker,
-                             "delta": u.delta.to_json()}).encode(),
-                 PacketHeader("query", root_broker=u.root).to_kafka()) for u in ups]
+    def _queue(self, ups: list[Up]) -> list[Row]:
+        """File routing deltas in the outbox (no rows yet: :meth:`routes` makes them)."""
+        for u in ups:
+            held = self.outbox.setdefault((u.parent, u.root), {})
+            old = held.get(u.delta.profile_id)
+            if old is None or old.version < u.delta.version:
+                held[u.delta.profile_id] = u.delta
+        return []
+
+    def routes(self) -> list[Row]:
+        """The outbox as route packets, one per parent and tree (more where they would
+        exceed :data:`ROUTE_PACKET_BYTES`), and empty it."""
+        rows: list[Row] = []
+        for (parent, root), held in sorted(self.outbox.items()):
+            chunk: list[str] = []
+            size = 0
+            for pid in sorted(held):
+                text = json.dumps(held[pid].to_json())
+                if chunk and size + len(text) > ROUTE_PACKET_BYTES:
+                    rows.append(self._route_packet(parent, root, chunk))
+                    chunk, size = [], 0
+                chunk.append(text)
+                size += len(text) + 1
+            rows.append(self._route_packet(parent, root, chunk))
+        self.outbox.clear()
+        return rows
+
+    def _route_packet(self, parent: str, root: str, deltas: list[str]) -> Row:
+        value = (f'{{"kind": "route", "root": {json.dumps(root)}, "from": {json.dumps(self.broker)}, '
+                 f'"deltas": [{", ".join(deltas)}]}}').encode()
+        return (topics.broker_topic(parent), f"{root}:{self.broker}".encode(), value,
+                PacketHeader("query", root_broker=root).to_kafka())
 
     def _catalog(self, body: dict) -> list[Row]:
         source, root = str(body["source_id"]), str(body["root_broker"])
@@ -166,5 +230,5 @@ class BrokerState:
             rows.append((topics.broker_topic(child), source.encode(), packet,
                          PacketHeader("catalog", source_id=source, root_broker=root).to_kafka()))
         if new_tree:
-            rows += self._rows(self.node.join(root))
+            rows += self._queue(self.node.join(root))
         return rows

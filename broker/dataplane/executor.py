@@ -49,8 +49,9 @@ INPUT_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers")
 is read here, not by Spark: a filter over the headers array is a higher-order function,
 which Spark evaluates row by row without generated code."""
 
-STAGES = ("sync", "control", "receive", "route", "deliver", "write", "flush")
-"""Where a task's time goes, per broker (``flush``: the task's wait for Kafka, shared out)."""
+STAGES = ("sync", "control", "receive", "route", "deliver", "write", "flush", "settle")
+"""Where a task's time goes, per broker (``flush``: the task's wait for Kafka, ``settle``:
+building what routing builds on demand and freezing a grown state, both shared out)."""
 
 
 class StatsParam(AccumulatorParam):
@@ -128,7 +129,7 @@ class Copies:
         if copy.position < end:
             plan = copy.plan
             for p in self.reader.read(broker, copy.position, end):
-                plan.control(p.flow, p.key, p.value, p.headers, p.topic, p.coordinates)
+                plan.replay(p.flow, p.key, p.value, p.headers, p.topic, p.coordinates)
             copy.position = end
             self.grown = True
         copy.in_use = True
@@ -270,7 +271,7 @@ class _Task:
         self.deliver_waiting()  # the messages before the packet see the state before it
         t = time.perf_counter()
         rows = plan.control(packet.flow, packet.key, packet.value, packet.headers, packet.topic,
-                            packet.coordinates)
+                            packet.coordinates, defer=True)
         self.times[broker]["control"] += time.perf_counter() - t
         self.write(broker, rows, control=True)
         self.applied.append((broker, packet))
@@ -313,8 +314,19 @@ class _Task:
                     continue  # another application's root broker handles this source
             self.message(broker, topic, keys[i], values[i], headers, partitions[i], offsets[i])
 
+    def send_routes(self) -> None:
+        """The routing deltas the task's control packets caused, one packet per parent
+        and tree (see :meth:`BrokerState.routes`)."""
+        for broker, copy in self.used.items():
+            if copy.plan.state.outbox:
+                t = time.perf_counter()
+                rows = copy.plan.state.routes()
+                self.times[broker]["control"] += time.perf_counter() - t
+                self.write(broker, rows, control=True)
+
     def finish(self) -> None:
         self.deliver_waiting()
+        self.send_routes()
         t = time.perf_counter()
         self.sink.flush()
         if self.applied:
@@ -327,10 +339,14 @@ class _Task:
             if plans != copy.plans:  # a budgeted table planned its view (and its sample engine)
                 copy.plans = plans
                 self.copies.grown = True
+        t = time.perf_counter()
         self.copies.settle()
+        settle = time.perf_counter() - t
         stats = {}
         for broker, counts in self.counts.items():
             self.times[broker]["flush"] += flush / len(self.counts)
+            if settle > 1e-3:
+                self.times[broker]["settle"] += settle / len(self.counts)
             stats[broker] = {"counts": dict(counts), "seconds": dict(self.times[broker]),
                              **_table_stats(self.used[broker].plan)}
         if stats:
@@ -339,10 +355,20 @@ class _Task:
     def run(self, batches) -> Iterator:
         import pyarrow as pa
 
-        for batch in batches:
-            if batch.num_rows:
-                self.records(batch)
-        self.finish()
+        # No collector passes during the task: what control packets build lives as long
+        # as the broker's state, and passes over a growing state while 100k profiles
+        # arrive cost more than applying them. The task ends with a full pass (settle,
+        # or PySpark's own after every task).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for batch in batches:
+                if batch.num_rows:
+                    self.records(batch)
+            self.finish()
+        finally:
+            if collecting:
+                gc.enable()
         yield pa.RecordBatch.from_pydict({"topic": [], "value": []},
                                          schema=pa.schema([("topic", pa.string()), ("value", pa.binary())]))
 

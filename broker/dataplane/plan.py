@@ -105,12 +105,20 @@ class Plan:
 
     def control(self, flow: str, key: bytes | None, value: bytes | None,
                 headers: list[tuple[str, bytes]], topic: str,
-                at: tuple[str, int, int] | None = None) -> list[Row]:
-        """Apply one control packet (see :meth:`BrokerState.apply`); the plan follows."""
-        rows = self.state.apply(flow, key, value, headers, topic, at)
+                at: tuple[str, int, int] | None = None, *, defer: bool = False) -> list[Row]:
+        """Apply one control packet (see :meth:`BrokerState.apply`; ``defer``: its
+        routing deltas wait for :meth:`BrokerState.routes`); the plan follows."""
+        rows = self.state.apply(flow, key, value, headers, topic, at, defer=defer)
         if flow == "catalog":
             self.dictionaries = self._dictionaries()
         return rows
+
+    def replay(self, flow: str, key: bytes | None, value: bytes | None,
+               headers: list[tuple[str, bytes]], topic: str, at: tuple[str, int, int]) -> None:
+        """Apply a packet from the broker's state log (see :meth:`BrokerState.replay`)."""
+        self.state.replay(flow, key, value, headers, topic, at)
+        if flow == "catalog":
+            self.dictionaries = self._dictionaries()
 
     def refusal(self, topic: str) -> str | None:
         """Why a delivery to ``topic`` is refused, or None. A delivery into a topic the
