@@ -118,6 +118,7 @@ class NativeIndex:
         self._counts = rarity is None
         # by id(ids): the profile's alternatives (compiled steps each) and its ids
         self._profiles: dict[int, tuple[list[tuple[Step, ...]], set[str]]] = {}
+        self._live = 0  # alternatives of the profiles held (kept, not summed: a discard costs O(1))
         self._build()
 
     def _build(self) -> None:
@@ -141,6 +142,7 @@ class NativeIndex:
         reporting ``ids`` when it matches."""
         alts = list(steps) if isinstance(steps, list) else [steps]
         self._profiles[id(ids)] = (alts, ids)
+        self._live += len(alts)
         self._count(alts, 1)
         self._file_all(alts, ids)
 
@@ -153,10 +155,11 @@ class NativeIndex:
     def discard(self, ids: set[str]) -> None:
         """Forget the profile added with ``ids``."""
         alts, _ = self._profiles.pop(id(ids))
+        self._live -= len(alts)
         self._count(alts, -1)
         for q in self._qids.pop(id(ids)):
             self._m.discard(q)
-        live = sum(len(alts) for alts, _ in self._profiles.values())
+        live = self._live
         if live and self._filed - live > max(live, 1024):
             self._build()
 
