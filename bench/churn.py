@@ -716,8 +716,9 @@ def plot(res: dict, path: Path) -> None:
                   [p["effect"]["all"][f"{key}_p{q}"] or 0 for p in phases], 0.15, alpha=alpha,
                   color="tab:blue" if key == "effect_s" else "tab:orange", label=f"{label} p{q}")
     for q, marker in ((50, "x"), (99, "+")):
-        a.scatter([i - 0.225 for i in x], [p["effect"]["all"][f"wait_s_p{q}"] or 0 for p in phases], color="k",
-                  marker=marker, zorder=3, label=f"wait for a message showing it, p{q}")
+        waits = [(i, p["effect"]["all"][f"wait_s_p{q}"]) for i, p in zip(x, phases)]
+        a.scatter([i - 0.225 for i, w in waits if w is not None], [w for _, w in waits if w is not None],
+                  color="k", marker=marker, zorder=3, label=f"wait for a message showing it, p{q}")
     a.axhline(TARGET_EFFECT_P99_S, color="k", ls="--", lw=0.8, label="target p99 at 100/s")
     a.set_xticks(x, names)
     a.set_ylabel("seconds")
