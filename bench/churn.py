@@ -89,6 +89,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from bench import registration
+from broker.local.cluster import LocalOverlay, OverlaySettings
 from bench.output import save
 from bench.overlay import (PROBE_HOST, SOURCE_TOPIC, Clock, _pct, _quote_messages, _quote_profiles, cpu_seconds,
                            drained, send)
@@ -133,6 +134,7 @@ class Change:
 
     @property
     def ok(self) -> bool:
+        """Whether the service carried the change out."""
         return self.status in OK
 
     @property
@@ -165,6 +167,7 @@ def messages(n: int, first_seq: int, slots: int, seed: int, phase: str, prefix: 
 
 
 def port_of(url: str) -> int:
+    """The port of the service's URL."""
     return urlparse(url).port
 
 
@@ -175,7 +178,7 @@ def subscriber(client: Client) -> dict:
     return answer
 
 
-def register_background(cluster, client: Client, token: str, n: int, single: int, seed: int,
+def register_background(cluster: LocalOverlay, client: Client, token: str, n: int, single: int, seed: int,
                         progress: Callable[[str], None]) -> dict:
     """Step 1 of the module docstring: bulk, convergence, then one by one."""
     texts = _quote_profiles(n + single, seed)
@@ -192,7 +195,7 @@ def register_background(cluster, client: Client, token: str, n: int, single: int
     return out
 
 
-def register_pool(cluster, client: Client, token: str, size: int, slots: int, rng: random.Random
+def register_pool(cluster: LocalOverlay, client: Client, token: str, size: int, slots: int, rng: random.Random
                   ) -> tuple[list[tuple[str, str] | None], list[Change], str]:
     """The churn pool's first versions (one batch) and the probe at b6: the pool (slot ->
     (profile id, token)), their changes, the probe's id."""
@@ -226,6 +229,7 @@ class Pool:
         self._lock = threading.Lock()
 
     def take(self, rng: random.Random) -> int:
+        """A random slot no change is under way on, now taken."""
         with self._lock:
             while True:
                 i = rng.randrange(len(self.profiles))
@@ -234,6 +238,7 @@ class Pool:
                     return i
 
     def give(self, i: int) -> None:
+        """Slot ``i`` is free again."""
         with self._lock:
             self._busy.discard(i)
 
@@ -306,8 +311,8 @@ def threads_for(rate: float) -> int:
     return max(1, min(8, math.ceil(rate / 50)))
 
 
-def run_phase(cluster, pool: Pool, port: int, token: str, name: str, change_rate: float, duration: float,
-              msg_rate: float, first_seq: int, args) -> tuple[dict, list[Message], dict[str, float], list[Change]]:
+def run_phase(cluster: LocalOverlay, pool: Pool, port: int, token: str, name: str, change_rate: float, duration: float,
+              msg_rate: float, first_seq: int, args: argparse.Namespace) -> tuple[dict, list[Message], dict[str, float], list[Change]]:
     """Publish ``duration`` s of messages at ``msg_rate`` while the churn client changes
     profiles at ``change_rate``, then wait until the brokers drained."""
     msgs = messages(int(duration * msg_rate), first_seq, args.slots, args.seed + first_seq, name, f"m{first_seq}")
@@ -517,7 +522,7 @@ def phase_result(meta: dict, msgs: list[Message], t_pub: dict[str, float], chang
 
 
 def analyse(phases: list[tuple[dict, list[Message], dict[str, float], list[Change]]], setup: list[Change],
-            log: list[tuple[str, str, float]], probe: str, args) -> list[dict]:
+            log: list[tuple[str, str, float]], probe: str, args: argparse.Namespace) -> list[dict]:
     """Every phase's figures from the logs: publish times, changes, deliveries."""
     t_pub = {mid: t for _, _, sent, _ in phases for mid, t in sent.items()}
     msgs = [m for _, ms, _, _ in phases for m in ms]
@@ -560,9 +565,8 @@ def wait_quiet(clock: Clock, quiet: float = 2.0, timeout: float = 120.0) -> None
         time.sleep(0.1)
 
 
-def run(args, spark=None) -> dict:
+def run(args: argparse.Namespace, spark=None) -> dict:
     """Start the overlay, register, run the phases, stop; the figures."""
-    from broker.local.cluster import LocalOverlay, OverlaySettings
     from routing.overlay import builtin
 
     say = lambda msg: print(f"  {msg}", flush=True)  # noqa: E731
