@@ -195,11 +195,14 @@ def _producer(bootstrap: str):
                      "queue.buffering.max.messages": 1_000_000, "message.max.bytes": 16 * 1024 * 1024})
 
 
-def send(bootstrap: str, topic: str, docs: list[bytes], rate: float, prefix: str) -> dict[str, float]:
+def send(bootstrap: str, topic: str, docs: list[bytes], rate: float, prefix: str,
+         sent: dict[str, float] | None = None) -> dict[str, float]:
     """Send ``docs`` to ``topic`` (``rate``/s; 0: full speed), each keyed and
-    ``onyx-message-id``-ed ``<prefix>-<i>``; returns send times by id."""
+    ``onyx-message-id``-ed ``<prefix>-<i>``; returns send times by id. ``sent``, when
+    given, is filled as the messages go (another thread may read how many have gone:
+    a message's time is in it before the message is handed to the producer)."""
     producer = _producer(bootstrap)
-    sent = {}
+    sent = {} if sent is None else sent
     start = time.monotonic()
     for i, d in enumerate(docs):
         if rate:
@@ -218,17 +221,22 @@ def send(bootstrap: str, topic: str, docs: list[bytes], rate: float, prefix: str
 
 
 class Clock:
-    """When each message id was first seen on ``topic`` (a consumer thread)."""
+    """When each message id was first seen on ``topic`` (a consumer thread, every
+    partition from the start); with ``keep``, also every record as (key, message id,
+    seconds on the monotonic clock) in ``log``."""
 
-    def __init__(self, bootstrap: str, topic: str, copies: int = 0) -> None:
+    def __init__(self, bootstrap: str, topic: str, copies: int = 0, keep: bool = False) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
         topics.ensure_topics(bootstrap, [topic])
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
                                   "enable.auto.commit": False, "fetch.wait.max.ms": 5})
-        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        partitions = self.consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in sorted(partitions) or [0]])
         self.first: dict[str, float] = {}
         self.records = 0
+        self.keep = keep
+        self.log: list[tuple[str, str, float]] = []
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -239,7 +247,10 @@ class Clock:
                 if msg.error() is None:
                     self.records += 1
                     mid = dict(msg.headers() or ()).get("onyx-message-id", msg.key() or b"").decode()
-                    self.first.setdefault(mid, time.monotonic())
+                    now = time.monotonic()
+                    self.first.setdefault(mid, now)
+                    if self.keep:
+                        self.log.append(((msg.key() or b"").decode(), mid, now))
 
     def wait_for(self, ids, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -60,11 +60,14 @@ class Client:
     def __init__(self, port: int) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
-    def call(self, method: str, path: str, body: dict | None = None, token: str | None = None):
-        """(status, decoded answer, headers, seconds), JSON encoding and decoding included."""
+    def call(self, method: str, path: str, body: dict | None = None, token: str | None = None,
+             profile_token: str | None = None):
+        """(status, decoded answer, headers, seconds), JSON encoding and decoding included;
+        ``token`` is the subscriber's, ``profile_token`` a profile's (to update or delete it)."""
         t0 = time.perf_counter()
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json", **({"X-Onyx-Subscriber-Token": token} if token else {})}
+        headers = {"Content-Type": "application/json", **({"X-Onyx-Subscriber-Token": token} if token else {}),
+                   **({"X-Onyx-Token": profile_token} if profile_token else {})}
         try:
             self.conn.request(method, path, body=data, headers=headers)
             resp = self.conn.getresponse()
