@@ -28,14 +28,15 @@ import secrets
 import threading
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, field_validator
 
 from broker import config, topics
-from broker.registry.control_packets import (PacketSendError, Sender, announce_profile, announce_profiles,
+from broker.registry.control_packets import (PacketSendError, Sender, announce_changes, announce_profile,
+                                              announce_profiles,
                                              announce_source, source_dictionary)
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
 from broker.registry.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
@@ -50,6 +51,7 @@ MAX_PROFILE_CHARS = 100_000
 MAX_BATCH = 10_000  # profiles per POST /profiles:batch
 MAX_BATCH_BYTES = 64 * 1024 * 1024  # request body of POST /profiles:batch (Content-Length)
 BATCH_PATH = "/profiles:batch"
+CHANGES_PATH = "/profiles:changes"
 SUBSCRIBER_TOKEN_HEADER = "X-Onyx-Subscriber-Token"
 log = logging.getLogger("onyx.service")
 
@@ -180,6 +182,42 @@ class ProfileView(BaseModel):
     delivery_topic: str
     version: int
     subscriber_id: str | None = Field(description="null for a profile registered before subscribers existed")
+
+
+class ProfileChange(BaseModel):
+    op: Literal["update", "delete"] = Field(description="update: replace the text (as PUT /profiles/{id}); "
+                                            "delete: as DELETE /profiles/{id}")
+    profile_id: str = Field(min_length=1, max_length=200)
+    text: str | None = Field(None, min_length=1, max_length=MAX_PROFILE_CHARS,
+                             description="the new text (update only)")
+    token: str | None = Field(None, description=f"the profile's token; not needed when the request's "
+                              f"{SUBSCRIBER_TOKEN_HEADER} is the one of the subscriber owning the profile")
+
+
+class ProfileChangesIn(BaseModel):
+    model_config = {"json_schema_extra": {"examples": [{"changes": [
+        {"op": "update", "profile_id": "5b0c8a1f2e3d4c5b", "text": "/nitf[head/pubdata/@edition.area='LA']"},
+        {"op": "delete", "profile_id": "9d8e7f6a5b4c3d2e"}]}]}}
+
+    # Checked one by one, like POST /profiles:batch's items (a bad one is refused alone).
+    changes: list[Annotated[Any, WithJsonSchema({"$ref": "#/components/schemas/ProfileChange"})]] = Field(
+        min_length=1, max_length=MAX_BATCH,
+        description=f"1 to {MAX_BATCH:,} changes, applied in order (a profile may change more than once)")
+
+
+class ChangeItem(BaseModel):
+    index: int = Field(description="the change's position in the request (0-based)")
+    status: int = Field(description="200: updated (profile); 204: deleted; otherwise what PUT or DELETE "
+                        "/profiles/{id} would have answered for this change alone: 401 (no token), 403 (wrong "
+                        "token), 404 (no such profile), 422 (not a profile, a bad field), with error")
+    profile: ProfileView | None = Field(None, description="the profile as updated (status 200)")
+    error: ItemError | None = None
+
+
+class ProfileChangesApplied(BaseModel):
+    applied: int = Field(description="changes made (status 200 or 204)")
+    failed: int = Field(description="changes refused (nothing of them was stored or sent)")
+    results: list[ChangeItem] = Field(description="one per change, in the order of the request")
 
 
 class BrokerView(BaseModel):
@@ -579,6 +617,76 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 announce_profile(sender, "delete", record)
             placer.forget(profile_id)
             load.add(old.host_broker, -1)
+
+    @app.post(CHANGES_PATH, response_model=ProfileChangesApplied, response_model_exclude_none=True,
+              summary="Update and delete many profiles at once",
+              responses={401: {"description": "unknown subscriber token: nothing changed"},
+                         422: {"description": f"not a JSON object with a list of 1 to {MAX_BATCH:,} changes: "
+                                              "nothing changed (a bad change is refused alone, in the results)"},
+                         503: {"description": "Kafka or the database failed: nothing changed, try again"}})
+    def change_profiles(body: ProfileChangesIn, x_onyx_subscriber_token: Annotated[
+            str | None, Header(description="a subscriber's token: authorizes changes of its own profiles "
+                                           "(other changes need the profile's token in the change)")] = None,
+                        ) -> JSONResponse:
+        """Apply up to 10,000 updates and deletions, in order, each as ``PUT`` or ``DELETE
+        /profiles/{id}`` would: the answer is **200** with one result per change (200 and
+        the updated profile, 204 deleted, or the status the single endpoint would have
+        answered and its ``error``). A refused change changes nothing; the others are
+        stored in one database transaction and sent to their host brokers as one batch of
+        query packets. A client changing profiles at a high rate sends them here in small
+        batches (``bench.churn`` at 1,000 changes/s sends one request every 100 ms)."""
+        owner = subscribers.authenticate(x_onyx_subscriber_token).id if x_onyx_subscriber_token else None
+        results: list[ChangeItem | None] = [None] * len(body.changes)
+        current: dict[str, ProfileRecord | None] = {}  # the profiles as this request left them so far
+        made: list[tuple[int, str, ProfileRecord]] = []
+        for i, raw in enumerate(body.changes):
+            try:
+                change = ProfileChange.model_validate(raw)
+                if change.op == "update":
+                    if change.text is None:
+                        raise ProfileError("an update needs the profile's new text")
+                    validate_profile(change.text)
+                pid = change.profile_id
+                old = current[pid] if pid in current else store.profile(pid)
+                if old is None:
+                    raise HTTPException(404, f"no profile {pid!r}")
+                if not (owner is not None and old.subscriber_id == owner):
+                    if not change.token:
+                        raise HTTPException(401, "this change needs the profile's token (token) or its "
+                                                 f"subscriber's ({SUBSCRIBER_TOKEN_HEADER})")
+                    if not store.token_matches(pid, change.token):
+                        raise HTTPException(403, "wrong token for this profile")
+            except ValidationError as exc:
+                results[i] = ChangeItem(index=i, status=422, error=ItemError(detail=_schema_problem(exc)))
+                continue
+            except ProfileError as exc:
+                results[i] = ChangeItem(index=i, status=422, error=ItemError(detail=str(exc), column=exc.column))
+                continue
+            except HTTPException as exc:
+                results[i] = ChangeItem(index=i, status=exc.status_code, error=ItemError(detail=exc.detail))
+                continue
+            text = change.text if change.op == "update" else old.text
+            record = ProfileRecord(old.id, text, old.host_broker, old.delivery_topic, old.version + 1,
+                                   old.subscriber_id)
+            current[pid] = record if change.op == "update" else None
+            made.append((i, change.op, record))
+        with placing:
+            with store.transaction() as tx:
+                for _, op, record in made:
+                    if op == "update":
+                        tx.update_profile(record)
+                    else:
+                        tx.delete_profile(record.id)
+                announce_changes(sender, [(op, record) for _, op, record in made])
+            for _, op, record in made:
+                if op == "delete":
+                    placer.forget(record.id)
+                    load.add(record.host_broker, -1)
+        for i, op, record in made:
+            results[i] = (ChangeItem(index=i, status=200, profile=_view(record)) if op == "update"
+                          else ChangeItem(index=i, status=204))
+        out = ProfileChangesApplied(applied=len(made), failed=len(results) - len(made), results=results)
+        return JSONResponse(out.model_dump(mode="json", exclude_none=True))
 
     @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)")
     def rebalance(x_onyx_admin_token: Annotated[str | None, Header()] = None) -> list[MoveView]:

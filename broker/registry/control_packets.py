@@ -167,8 +167,13 @@ def announce_profiles(sender: Sender, op: str, records: Sequence[ProfileRecord])
     """:func:`announce_profile` for many profiles, as one batch of packets (one flush of
     a :class:`KafkaSender`): each profile's query packet to its host broker and its record
     on the compacted profile log, in the order of ``records``."""
+    announce_changes(sender, [(op, profile) for profile in records])
+
+
+def announce_changes(sender: Sender, changes: Sequence[tuple[str, ProfileRecord]]) -> None:
+    """:func:`announce_profiles` for changes of any ops (``(op, record)`` pairs, in order)."""
     items: list[tuple[str, Packet]] = []
-    for profile in records:
+    for op, profile in changes:
         packet = query_packet(op, profile)
         key, value, headers = packet
         items.append((topics.broker_topic(profile.host_broker), packet))
