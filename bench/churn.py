@@ -24,27 +24,32 @@ churn client (keep-alive HTTP connections, one per 50 changes/s up to 8, a threa
    message: message latency (publish -> delivery at b6, p50/p99) and throughput (messages
    delivered to the probe per second of the phase; all deliveries per second; and how
    long the brokers took to drain after the publisher stopped).
-3. **Churn**: a pool of P = 1,000 slots, each holding a profile or not. Version v of slot
+3. **Churn**: a pool of P = 600 slots, each holding a profile or not. Version v of slot
    i's profile, made when the publisher had sent N_v messages, is
-   ``/quote[@slot = 's_i'][@seq >= N_v][price >= x_v]`` (s_i = i % S, x_v uniform in
-   [0, 100)): it matches only messages published after the change began, and an update
-   changes what matches. Phases of 60 s (20 s with ``--quick``) after a warm-up: 0 changes/s
-   (the baseline), 10, 100 and 1,000. A change picks a random slot no other change is
-   under way on: an empty slot gets a new profile (``POST /profiles``), a live one is
-   deleted (``DELETE``, 20%) or updated (``PUT``, its text) - the pool stays ~83% live.
-   Changes are paced on a schedule (change k due at k / rate s, none after the phase);
-   when the service is slower, the achieved rate is what is reported, with request
-   p50/p99 and the CPU per second of the phase of this process and of everything.
+   ``/quote[@slot = 's_v'][@seq >= N_v][price >= x_v]`` (x_v uniform in [0, 50), so it
+   matches about three quotes in four of its message slot s_v): it matches only messages
+   published after the change began. A new profile takes a random message slot, an
+   update moves the profile to another one (so every later quote of the new slot shows
+   the update, about four a second), a delete leaves it. Phases of 60 s (20 s with
+   ``--quick``) after a warm-up: 0 changes/s (the baseline), 10, 100 and 1,000. A change
+   picks a random pool slot no other change is under way on: an empty one gets a new
+   profile, a live one is deleted (20%) or updated - the pool stays ~83% live. Up to 100
+   changes/s each is one request (``POST /profiles``, ``DELETE`` and ``PUT
+   /profiles/{id}``, with the profile's token), on one keep-alive connection per 50
+   changes/s; above, the changes due in each 100 ms go together (``POST /profiles:batch``
+   for the adds, ``POST /profiles:changes`` for the rest), on two connections. Changes
+   are paced on a schedule (change k due at k / rate s, none after the phase); when the
+   service is slower, the achieved rate is what is reported, with request p50/p99 and the
+   CPU per second of the phase of this process and of everything.
 4. **Change -> first effect** (p50/p99 over the changes of a phase whose effect could be
    seen): for an add or update, from the request's start to the receipt of the first
    delivery to that profile of a message the new version matches and the previous one
    (if any) does not, published before the profile's next change; for a delete, from the
    request's start to the publish time of the last message delivered to the profile that
-   was published after the delete began (0 if none). An update that narrows a profile,
-   or one changed again before a message showed the difference, shows no effect and is
-   counted as such. The *wait* (request start to the publish time of the first message
-   that could show the effect) is part of an add's or update's effect no system could
-   avoid: with 5 messages/s per slot and price >= x_v it is often seconds; ``excess`` =
+   was published after the delete began (0 if none). A change made again before a
+   message showed it shows no effect and is counted as such. The *wait* (request start
+   to the publish time of the first message that could show the effect, about 0.25 s on
+   average) is part of an add's or update's effect no system could avoid; ``excess`` =
    effect - wait is what the overlay adds (at best one message latency).
 5. **Correctness**: the change log replayed with the centralized engine
    (``yfilter.Engine``) against every message. A change c is *in flight* for a message m
@@ -97,6 +102,9 @@ from bench.registration import Client
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WINDOW_S = 2.0
+PRICE_MAX = 50.0  # a version asks for price >= x_v, x_v uniform in [0, PRICE_MAX): most quotes of its slot
+BATCH_ABOVE = 100.0  # changes/s above which the client sends them in batches (POST /profiles:changes)
+BATCH_EVERY_S = 0.1  # ... one request every so often
 PROBE_TEXT = "/quote"
 TARGET_EFFECT_P99_S = 2.0  # at 100 changes/s
 TARGET_LATENCY_RATIO = 2.0  # message latency under churn / without
@@ -201,7 +209,7 @@ def register_pool(cluster: LocalOverlay, client: Client, token: str, size: int, 
     (profile id, token)), their changes, the probe's id."""
     status, probe, _, _ = client.call("POST", "/profiles", {"text": PROBE_TEXT, "near": PROBE_HOST}, token)
     assert status == 201, probe
-    changes = [Change("setup", i, i % slots, "add", None, 0, round(rng.uniform(0, 100), 2), 0.0)
+    changes = [Change("setup", i, i % slots, "add", None, 0, round(rng.uniform(0, PRICE_MAX), 2), 0.0)
                for i in range(size)]
     start = time.monotonic()
     status, answer, _, _ = client.call("POST", "/profiles:batch",
@@ -220,11 +228,13 @@ def register_pool(cluster: LocalOverlay, client: Client, token: str, size: int, 
 
 
 class Pool:
-    """Slot -> its live profile (id, token) or None; a slot is taken while a change is
-    under way on it, so a profile's changes never overlap."""
+    """Slot -> its live profile (id, token) or None, and the message slot its version asks
+    for; a slot is taken while a change is under way on it, so a profile's changes never
+    overlap."""
 
     def __init__(self, profiles: list[tuple[str, str] | None], slots: int) -> None:
         self.profiles, self.slots = profiles, slots
+        self.slot_of = [i % slots for i in range(len(profiles))]
         self._busy: set[int] = set()
         self._lock = threading.Lock()
 
@@ -242,40 +252,93 @@ class Pool:
         with self._lock:
             self._busy.discard(i)
 
+    def plan(self, i: int, phase: str, seq: int, start: float, deletes: float, rng: random.Random) -> Change:
+        """The next change of slot ``i``: an add if it is empty, else a delete (``deletes``)
+        or an update to another message slot (so that every later message of that slot
+        shows the update), each new version asking for a new price bound."""
+        current, slot = self.profiles[i], self.slot_of[i]
+        price = round(rng.uniform(0, PRICE_MAX), 2)
+        if current is None:
+            return Change(phase, i, rng.randrange(self.slots), "add", None, seq, price, start)
+        if rng.random() < deletes:
+            return Change(phase, i, slot, "delete", current[0], None, None, start)
+        other = rng.randrange(self.slots - 1) if self.slots > 1 else 0
+        return Change(phase, i, other + (other >= slot) if self.slots > 1 else slot, "update", current[0], seq,
+                      price, start)
+
+    def done(self, c: Change, answer: dict | None = None) -> None:
+        """Keep what a carried-out change left in slot ``c.index`` (``answer``: an add's)."""
+        if not c.ok:
+            return
+        if c.op == "delete":
+            self.profiles[c.index] = None
+            return
+        if c.op == "add":
+            c.profile = answer["profile_id"]
+            self.profiles[c.index] = (c.profile, answer["token"])
+        self.slot_of[c.index] = c.slot
+
 
 def change_one(client: Client, pool: Pool, i: int, token: str, sent_so_far: Callable[[], int],
                phase: str, deletes: float, rng: random.Random) -> Change:
-    """One change of slot ``i``: add if empty, else delete (``deletes``) or update. The
-    request's start is read before the sequence number, so a version matches only
-    messages published after its change began."""
-    current, slot = pool.profiles[i], i % pool.slots
+    """One change of slot ``i`` (see :meth:`Pool.plan`), one request. The request's start
+    is read before the sequence number, so a version matches only messages published
+    after its change began."""
     start = time.monotonic()
-    seq, price = sent_so_far(), round(rng.uniform(0, 100), 2)
-    if current is None:
-        c = Change(phase, i, slot, "add", None, seq, price, start)
+    c = pool.plan(i, phase, sent_so_far(), start, deletes, rng)
+    answer = None
+    if c.op == "add":
         status, answer, _, _ = client.call("POST", "/profiles", {"text": c.text}, token)
-        if status == 201:
-            c.profile = answer["profile_id"]
-            pool.profiles[i] = (c.profile, answer["token"])
-    elif rng.random() < deletes:
-        c = Change(phase, i, slot, "delete", current[0], None, None, start)
-        status = client.call("DELETE", f"/profiles/{current[0]}", profile_token=current[1])[0]
-        if status == 204:
-            pool.profiles[i] = None
+    elif c.op == "delete":
+        status = client.call("DELETE", f"/profiles/{c.profile}", profile_token=pool.profiles[i][1])[0]
     else:
-        c = Change(phase, i, slot, "update", current[0], seq, price, start)
-        status = client.call("PUT", f"/profiles/{current[0]}", {"text": c.text}, profile_token=current[1])[0]
+        status = client.call("PUT", f"/profiles/{c.profile}", {"text": c.text}, profile_token=pool.profiles[i][1])[0]
     c.end, c.status = time.monotonic(), status
+    pool.done(c, answer)
     return c
+
+
+def change_batch(client: Client, pool: Pool, slots: list[int], token: str, sent_so_far: Callable[[], int],
+                 phase: str, deletes: float, rng: random.Random) -> list[Change]:
+    """The next change of each of ``slots`` in two requests: the adds (``POST
+    /profiles:batch``) and the updates and deletions (``POST /profiles:changes``, the
+    subscriber's token authorizing them); each change's start and end are its request's."""
+    start = time.monotonic()
+    seq = sent_so_far()
+    planned = [pool.plan(i, phase, seq, start, deletes, rng) for i in slots]
+    adds = [c for c in planned if c.op == "add"]
+    if adds:
+        status, answer, _, _ = client.call("POST", "/profiles:batch", {"profiles": [{"text": c.text} for c in adds]},
+                                           token)
+        end = time.monotonic()
+        for k, c in enumerate(adds):
+            item = answer["results"][k] if status == 200 else None
+            c.end, c.status = end, item["status"] if item else status
+            pool.done(c, item and item.get("profile"))
+    changes = [c for c in planned if c.op != "add"]
+    if changes:
+        start = time.monotonic()
+        for c in changes:
+            c.start = start
+        body = {"changes": [{"op": c.op, "profile_id": c.profile, **({"text": c.text} if c.op == "update" else {})}
+                            for c in changes]}
+        status, answer, _, _ = client.call("POST", "/profiles:changes", body, token)
+        end = time.monotonic()
+        for k, c in enumerate(changes):
+            c.end, c.status = end, answer["results"][k]["status"] if status == 200 else status
+            pool.done(c)
+    return planned
 
 
 def churn(port: int, pool: Pool, token: str, rate: float, duration: float, sent_so_far: Callable[[], int],
           phase: str, deletes: float, threads: int, seed: int) -> list[Change]:
     """Changes at ``rate``/s for ``duration`` s on ``threads`` connections (change k is due
-    k / rate s after the start; late ones go at once, none after ``duration``); the log,
-    in order of start."""
+    k / rate s after the start; late ones go at once, none after ``duration``); above
+    :data:`BATCH_ABOVE` changes/s, the changes due in each :data:`BATCH_EVERY_S` go together
+    (:func:`change_batch`). The log, in order of start."""
     log: list[Change] = []
     lock, next_k = threading.Lock(), [0]
+    per = max(1, round(rate * BATCH_EVERY_S)) if rate > BATCH_ABOVE else 1
     t0 = time.monotonic()
 
     def worker(n: int) -> None:
@@ -285,15 +348,19 @@ def churn(port: int, pool: Pool, token: str, rate: float, duration: float, sent_
                 with lock:
                     k = next_k[0]
                     next_k[0] += 1
-                due = t0 + k / rate
+                due = t0 + k * per / rate
                 if due >= t0 + duration or time.monotonic() >= t0 + duration:
                     return
                 time.sleep(max(0.0, due - time.monotonic()))
-                i = pool.take(rng)
+                slots = [pool.take(rng) for _ in range(per)]
                 try:
-                    log.append(change_one(client, pool, i, token, sent_so_far, phase, deletes, rng))
+                    if per == 1:
+                        log.append(change_one(client, pool, slots[0], token, sent_so_far, phase, deletes, rng))
+                    else:
+                        log.extend(change_batch(client, pool, slots, token, sent_so_far, phase, deletes, rng))
                 finally:
-                    pool.give(i)
+                    for i in slots:
+                        pool.give(i)
         finally:
             client.close()
 
@@ -306,9 +373,9 @@ def churn(port: int, pool: Pool, token: str, rate: float, duration: float, sent_
 
 
 def threads_for(rate: float) -> int:
-    """Connections for a change rate: one per 50 changes/s, 1 to 8 (a change takes a few
-    ms; more connections only wait longer for the service's database)."""
-    return max(1, min(8, math.ceil(rate / 50)))
+    """Connections for a change rate: one per 50 changes/s up to :data:`BATCH_ABOVE` (a
+    change takes a few ms), then two for the batches."""
+    return 2 if rate > BATCH_ABOVE else max(1, math.ceil(rate / 50))
 
 
 def run_phase(cluster: LocalOverlay, pool: Pool, port: int, token: str, name: str, change_rate: float, duration: float,
@@ -764,7 +831,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     p.add_argument("--background", type=int, help="background profiles registered in bulk (default 100000, "
                    "quick 5000)")
     p.add_argument("--single", type=int, default=300, help="profiles registered one by one (default 300)")
-    p.add_argument("--pool", type=int, default=1000, help="churn profiles (slots) (default 1000)")
+    p.add_argument("--pool", type=int, default=600, help="churn profiles (slots) (default 600)")
     p.add_argument("--slots", type=int, default=10, help="S: message slots (default 10)")
     p.add_argument("--rate", type=float, default=50.0, help="messages/s (default 50)")
     p.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")], default=[0.0, 10.0, 100.0, 1000.0],
