@@ -815,7 +815,7 @@ def plot(res: dict, path: Path) -> None:
                    (p["target_changes_per_s"], max(p["achieved_changes_per_s"], 1e-3)), fontsize=7,
                    textcoords="offset points", xytext=(4, -18))
     c.set_xlabel("changes/s asked")
-    c.set_ylabel("changes/s achieved (HTTP, one by one)")
+    c.set_ylabel("changes/s achieved (HTTP; in batches above 100/s)")
     c.set_title(f"churn on {res['config']['background']:,} profiles")
     c.legend(fontsize=7)
     fig.tight_layout()

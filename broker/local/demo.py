@@ -51,6 +51,9 @@ STOCK_NEWS = [
                      b"tobject.subject.type='Stock'/></tobject><docdata><urgency ed-urg='1'/>"
                      b"</docdata><pubdata edition.area='NY'/></head><body/></nitf>"),
 ]
+BATCH = 500
+"""Generated profiles per ``POST /profiles:batch`` (small enough for the progress bar to move)."""
+
 MALFORMED = b"<nitf><head><title>unclosed</head></nitf>"
 
 
@@ -87,22 +90,33 @@ class Registered:
 
 def register(api_url: str, overlay_brokers: list[str], n_generated: int, seed: int,
              progress: bool) -> Registered:
-    """Register Q1-Q3, each as a new subscriber, and ``n_generated`` generated profiles
-    as one subscriber (one delivery topic for them all, not one each)."""
+    """Register Q1-Q3 one by one (``POST /profiles``), each as a new subscriber, and
+    ``n_generated`` generated profiles as one subscriber (one delivery topic for them
+    all, not one each), in batches (``POST /profiles:batch``)."""
     from tqdm import tqdm
 
     rng = random.Random(seed)
-    generated = api("POST", f"{api_url}/subscribers")
-    texts = [(name, text, near, None) for name, (text, near) in NAMED.items()]
-    gen = ProfileGenerator(Schema.nitf(), n_preds=(0, 1), p_star=0.1, p_desc=0.3, seed=seed)
-    texts += [(f"gen-{i}", t, rng.choice(overlay_brokers), generated["token"])
-              for i, t in enumerate(gen.batch(n_generated))]
     out = Registered()
-    for name, text, near, token in tqdm(texts, desc="registering profiles over HTTP", unit="profile",
-                                        disable=not progress):
-        body = api("POST", f"{api_url}/profiles", {"text": text, "near": near}, subscriber_token=token)
+    for name, (text, near) in NAMED.items():
+        body = api("POST", f"{api_url}/profiles", {"text": text, "near": near})
         out.profiles[body["profile_id"]] = (name, text)
         out.topics[body["profile_id"]] = body["delivery_topic"]
+    generated = api("POST", f"{api_url}/subscribers")
+    gen = ProfileGenerator(Schema.nitf(), n_preds=(0, 1), p_star=0.1, p_desc=0.3, seed=seed)
+    texts = gen.batch(n_generated)
+    with tqdm(total=len(texts), desc="registering profiles over HTTP", unit="profile",
+              disable=not progress) as bar:
+        for first in range(0, len(texts), BATCH):
+            chunk = texts[first:first + BATCH]
+            body = api("POST", f"{api_url}/profiles:batch",
+                       {"profiles": [{"text": t, "near": rng.choice(overlay_brokers)} for t in chunk]},
+                       subscriber_token=generated["token"])
+            for i, (text, result) in enumerate(zip(chunk, body["results"]), first):
+                if result["status"] != 201:
+                    raise RuntimeError(f"generated profile {i} was refused: {result['error']['detail']}")
+                out.profiles[result["profile"]["profile_id"]] = (f"gen-{i}", text)
+                out.topics[result["profile"]["profile_id"]] = result["profile"]["delivery_topic"]
+            bar.update(len(chunk))
     return out
 
 
