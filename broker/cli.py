@@ -30,8 +30,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _overlay_settings(args: argparse.Namespace):
     from broker.local.cluster import OverlaySettings
 
-    return OverlaySettings(name="up", api_port=args.port, trigger=args.trigger, link_format=args.link_format,
-                           placement=args.placement)
+    return OverlaySettings(name="up", api_port=getattr(args, "port", None),
+                           trigger=getattr(args, "trigger", config.BROKER_TRIGGER),
+                           link_format=getattr(args, "link_format", "stream"),
+                           placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False))
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -43,6 +45,14 @@ def _cmd_up(args: argparse.Namespace) -> int:
         argv = [a for a in (args.argv or []) if a != "--detach"]
         return up.up_detached(argv, _say, timeout=args.timeout)
     return up.up(overlay, _overlay_settings(args), _say)
+
+
+def _cmd_reset(args: argparse.Namespace) -> int:
+    from broker.local import up
+    from broker.registry.serve import load_overlay
+
+    ask = input if sys.stdin.isatty() else None
+    return up.reset(load_overlay(args.overlay), _overlay_settings(args), _say, args.yes, ask)
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
@@ -220,7 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Start Kafka, the registration service and every broker of the overlay (one "
                         "Spark application, one streaming query serving every broker) and keep them running until Ctrl-C or "
                         "`onyx down`. Writes .run/cluster.json (bootstrap_servers, api_url, source_topic, ...) "
-                        "for scripts and other Kafka clients.")
+                        "for scripts and other Kafka clients. It resumes what the last `onyx up` left: sources, "
+                        "profiles, Kafka's topics and records, the brokers' state and progress (kept in "
+                        f"{config.RUN_DIR}/overlay-up and {config.RUN_DIR}/kafka-overlay-up); --fresh or "
+                        "`onyx reset` starts from nothing.")
     up.add_argument("--overlay", type=Path, default=None, help="overlay config (default: the six brokers of ONYX Figure 4)")
     up.add_argument("--detach", action="store_true", help="run in the background; return once everything is ready")
     up.add_argument("--port", type=int, default=None, help="port of the registration service (default: a free one)")
@@ -232,7 +245,19 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--placement", default=config.PLACEMENT, choices=sorted(STRATEGIES),
                     help=f"host broker choice of the registration service (default {config.PLACEMENT})")
     up.add_argument("--timeout", type=float, default=300.0, help="with --detach: seconds to wait for readiness")
+    up.add_argument("--fresh", action="store_true",
+                    help="start from nothing: delete the sources, profiles, topics and broker state kept from "
+                         "the last run (default: resume them)")
     up.set_defaults(func=_cmd_up)
+
+    reset = sub.add_parser("reset", help="delete what `onyx up` keeps between runs (asks first)",
+                           description="Delete the local overlay's data: registered sources and profiles, Kafka's "
+                           "topics and records, the brokers' state and progress. Asks for confirmation on a "
+                           "terminal; --yes skips the question (needed without a terminal). Refused while the "
+                           "overlay runs.")
+    reset.add_argument("--overlay", type=Path, default=None, help="overlay config (default: ONYX Figure 4's)")
+    reset.add_argument("--yes", action="store_true", help="do not ask")
+    reset.set_defaults(func=_cmd_reset)
 
     down = sub.add_parser("down", help="stop the overlay started by `onyx up`")
     down.set_defaults(func=_cmd_down)

@@ -34,7 +34,7 @@ class OverlaySettings:
     trigger: str = config.BROKER_TRIGGER
     link_format: str = "stream"
     limits: Limits = field(default_factory=Limits)
-    fresh: bool = True  # start from empty checkpoints and database
+    fresh: bool = True  # start from nothing; False: resume the Kafka data, database and checkpoints left here
     mode: str = "route"  # "flood" / "floor": the benchmark's baselines (see broker.dataplane.plan)
     placement: str = config.PLACEMENT  # host choice of the registration service
     tasks: int = config.BROKER_TASKS
@@ -55,6 +55,15 @@ class LocalOverlay:
         self._own_spark = spark is None
         self.job: BrokerJob | None = None
         self._offsets = None  # a Kafka client for lag()
+
+    def data_dirs(self) -> list[Path]:
+        """Where this overlay keeps what a restart resumes: its folder (the registration
+        database, the brokers' checkpoints) and, with a Kafka of its own, Kafka's data
+        (topics, records, committed offsets; the brokers' state logs among them)."""
+        dirs = [self.dir]
+        if self.settings.bootstrap_servers is None:
+            dirs.append(KafkaDevCluster(name=f"overlay-{self.settings.name}").dir)
+        return dirs
 
     @property
     def bootstrap_servers(self) -> str:
@@ -78,7 +87,7 @@ class LocalOverlay:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.settings.bootstrap_servers is None:
             progress("starting Kafka")
-            self.kafka = KafkaDevCluster(name=f"overlay-{self.settings.name}").start()
+            self.kafka = KafkaDevCluster(name=f"overlay-{self.settings.name}", keep=not self.settings.fresh).start()
         topics.ensure_topics(self.bootstrap_servers, self.topics())
         progress("starting the registration service")
         self.service = BackgroundServer(ServiceSettings(

@@ -89,7 +89,10 @@ class KafkaDevCluster:
     """One KRaft Kafka node on 127.0.0.1; start with :meth:`start` or a ``with`` block.
 
     ``port`` / ``controller_port``: fixed ports, checked free; ``None`` picks free ones.
-    ``name``: the data directory is ``<run_dir>/kafka-<name>``, wiped at start.
+    ``name``: the data directory is ``<run_dir>/kafka-<name>``, wiped at start unless
+    ``keep`` (then a node formatted before starts again on its data: its topics, records
+    and committed offsets; the ports may differ, clients find it through its bootstrap
+    address).
     """
 
     def __init__(
@@ -99,8 +102,10 @@ class KafkaDevCluster:
         controller_port: int | None = None,
         run_dir: Path | None = None,
         heap: str | None = None,
+        keep: bool = False,
     ) -> None:
         self.name = name
+        self.keep = keep
         self.port = port
         self.controller_port = controller_port
         self.dir = (run_dir or config.RUN_DIR) / f"kafka-{name}"
@@ -168,18 +173,21 @@ class KafkaDevCluster:
                 check_port_free(value)
         if self.port == self.controller_port:
             raise SetupError("the Kafka client and controller ports must differ")
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir.mkdir(parents=True)
+        formatted = self.keep and (self.dir / "data" / "meta.properties").exists()
+        if not formatted:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
         props = self.dir / "server.properties"
         props.write_text(self._properties())
         (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
-        fmt = subprocess.run(
-            self._java(java, "kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(props)),
-            capture_output=True,
-            text=True,
-        )
-        if fmt.returncode != 0:
-            raise KafkaStartError(f"formatting Kafka storage failed: {(fmt.stderr or fmt.stdout).strip()[-500:]}")
+        if not formatted:
+            fmt = subprocess.run(
+                self._java(java, "kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(props)),
+                capture_output=True,
+                text=True,
+            )
+            if fmt.returncode != 0:
+                raise KafkaStartError(f"formatting Kafka storage failed: {(fmt.stderr or fmt.stdout).strip()[-500:]}")
         with open(self.dir / "stdout.log", "wb") as out:
             self.proc = subprocess.Popen(
                 self._java(java, "kafka.Kafka", str(props)),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,6 +154,34 @@ def down(say: Say, timeout: float = 120.0) -> int:
     CLUSTER_FILE.unlink(missing_ok=True)
     STATUS_FILE.unlink(missing_ok=True)
     say("stopped")
+    return 0
+
+
+def reset(overlay: Overlay, settings: OverlaySettings, say: Say, yes: bool,
+          ask: Callable[[str], str] | None) -> int:
+    """``onyx reset``: delete what ``onyx up`` keeps between runs (its sources, profiles,
+    Kafka topics and the brokers' state), after asking (``ask``; ``None``: no terminal
+    to ask on, so ``yes`` is needed). Refused while the overlay runs. 0 when wiped (or
+    nothing was there), 1 when the answer was no."""
+    other = running_cluster()
+    if other is not None:
+        raise SetupError(f"the overlay is running (pid {other['pid']}): `onyx down` first")
+    dirs = [d for d in LocalOverlay(overlay, settings).data_dirs() if d.exists()]
+    if not dirs:
+        say("nothing to reset: no overlay data under " + str(config.RUN_DIR))
+        return 0
+    listing = "".join(f"\n  {d}" for d in dirs)
+    if not yes:
+        if ask is None:
+            raise SetupError(f"`onyx reset` deletes every source, profile and message of the local overlay:{listing}"
+                             "\nno terminal to ask on: pass --yes to go ahead")
+        if ask(f"delete every source, profile and message of the local overlay?{listing}\n[y/N] "
+               ).strip().lower() not in ("y", "yes"):
+            say("nothing deleted")
+            return 1
+    for d in dirs:
+        shutil.rmtree(d)
+    say(f"deleted {len(dirs)} folder(s); the next `onyx up` starts from nothing")
     return 0
 
 
