@@ -33,7 +33,8 @@ def _overlay_settings(args: argparse.Namespace):
     return OverlaySettings(name="up", api_port=getattr(args, "port", None),
                            trigger=getattr(args, "trigger", config.BROKER_TRIGGER),
                            link_format=getattr(args, "link_format", "stream"),
-                           placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False))
+                           placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False),
+                           bootstrap_servers=getattr(args, "bootstrap_servers", None))
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -245,9 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--placement", default=config.PLACEMENT, choices=sorted(STRATEGIES),
                     help=f"host broker choice of the registration service (default {config.PLACEMENT})")
     up.add_argument("--timeout", type=float, default=300.0, help="with --detach: seconds to wait for readiness")
+    up.add_argument("--bootstrap-servers", default=None, metavar="HOST:PORT",
+                    help="use this Kafka (its topics are the overlay's; they outlive the overlay) instead of "
+                         "starting one")
     up.add_argument("--fresh", action="store_true",
                     help="start from nothing: delete the sources, profiles, topics and broker state kept from "
-                         "the last run (default: resume them)")
+                         "the last run (default: resume them; a Kafka given with --bootstrap-servers is left alone)")
     up.set_defaults(func=_cmd_up)
 
     reset = sub.add_parser("reset", help="delete what `onyx up` keeps between runs (asks first)",
