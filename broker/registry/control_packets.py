@@ -62,6 +62,11 @@ _LOG = logging.getLogger("onyx.service.kafka")
 _LOG.addHandler(logging.NullHandler())
 
 
+ORIGIN = "onyx-registry"
+"""Header of a profile-log record: the id of the database of the service that wrote it
+(:meth:`broker.registry.store.Store.identity`)."""
+
+
 class PacketSendError(RuntimeError):
     """A control packet could not be written to Kafka (the change is not registered)."""
 
@@ -85,12 +90,14 @@ class KafkaSender:
     2-3 s, most of a 10,000-profile batch registration). Thread-safe: each call waits for
     the delivery reports of its own packets, whichever thread serves them."""
 
-    def __init__(self, bootstrap_servers: str, timeout_s: float = 15.0) -> None:
+    def __init__(self, bootstrap_servers: str, timeout_s: float = 15.0, origin: str | None = None) -> None:
         from confluent_kafka import Producer
 
         from broker.kafka_auth import librdkafka_options
 
         self.timeout_s = timeout_s
+        # Header ORIGIN on the profile log's records: whose database they come from.
+        self.origin = [(ORIGIN, origin.encode())] if origin else []
         self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 0,
                                   "socket.nagle.disable": True,
                                   # Java's (and kafka-python's) partition for a key: a profile's records
@@ -121,6 +128,8 @@ class KafkaSender:
         deadline = time.monotonic() + self.timeout_s
         try:
             for topic, (key, value, headers) in items:
+                if topic == topics.PROFILES:
+                    headers = [*headers, *self.origin]
                 while True:
                     try:
                         self.producer.produce(topic, value, key, headers=headers, on_delivery=delivered)

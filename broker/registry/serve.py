@@ -13,6 +13,7 @@ import uvicorn
 from broker import config
 from broker.registry.app import create_app
 from broker.registry.control_packets import KafkaSender
+from broker.registry.recovery import announced, recover
 from broker.registry.store import Store
 from broker.registry.topic_admin import KafkaTopicAdmin
 from broker.topics import CATALOG, PROFILES, ensure_topics, broker_topic
@@ -34,10 +35,12 @@ def build_app(settings: ServiceSettings):
     """The FastAPI app wired to a real database and a real Kafka producer."""
     ensure_topics(settings.bootstrap_servers,
                   [CATALOG, PROFILES] + [broker_topic(b) for b in settings.overlay.brokers])
-    sender = KafkaSender(settings.bootstrap_servers)
+    store = Store(settings.database_url)
+    sender = KafkaSender(settings.bootstrap_servers, origin=store.identity())
     admin = KafkaTopicAdmin(settings.bootstrap_servers)
-    app = create_app(Store(settings.database_url), settings.overlay, sender, settings.placement,
-                     settings.admin_token, admin)
+    # after a crash: the brokers and the database agree again
+    recover(store, sender, announced(settings.bootstrap_servers, store.identity()))
+    app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin)
     app.router.on_shutdown.extend([sender.close, admin.close])
     return app
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
+import uuid
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -80,6 +81,14 @@ delivery_topics = Table(
     # NULL: named by a profile registered before subscribers existed; nobody may claim it.
     Column("subscriber_id", String(63), index=True),
     Column("created", DateTime(timezone=True), nullable=False),
+)
+
+settings = Table(
+    "settings", metadata,
+    # identity: a random id of this database, which the service puts on what it writes to
+    # the profile log, so that recovery (broker.registry.recovery) reads only its own records.
+    Column("key", String(63), primary_key=True),
+    Column("value", Text, nullable=False),
 )
 
 
@@ -323,6 +332,16 @@ class Store:
     def ping(self) -> None:
         with self.engine.connect() as conn:
             conn.execute(select(1))
+
+    def identity(self) -> str:
+        """This database's random id (made on first use, then kept)."""
+        with self.transaction() as tx:
+            conn = tx.conn
+            value = conn.execute(select(settings.c.value).where(settings.c.key == "identity")).scalar()
+            if value is None:
+                value = uuid.uuid4().hex
+                conn.execute(insert(settings).values(key="identity", value=value))
+        return value
 
 
 def _upgrade(conn: Connection) -> None:
