@@ -204,6 +204,17 @@ class BrokerJob:
             self.stop()
             self.start()
 
+    def revive(self) -> str | None:
+        """Start the query again from its checkpoint if it died (Kafka away for longer
+        than its clients wait, say): what a long-running overlay does where :meth:`poll`
+        raises. Returns why it had stopped, or None."""
+        if self.query is None or self.query.exception() is None:
+            return None
+        why = str(self.query.exception()).strip().splitlines()[0][:300]
+        self.query = None
+        self.start()
+        return why
+
     def stop(self) -> None:
         if self.query is not None:
             self.query.stop()

@@ -39,8 +39,11 @@ def free_port() -> int:
 
 
 def check_port_free(port: int) -> None:
-    """Raise :class:`SetupError` if ``port`` on 127.0.0.1 is taken."""
+    """Raise :class:`SetupError` if ``port`` on 127.0.0.1 is taken. As the servers that
+    will bind it do (the JVM's listeners, uvicorn), with ``SO_REUSEADDR``: connections of a
+    server stopped a moment ago linger in TIME_WAIT and must not count as taking it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:

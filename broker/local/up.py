@@ -99,8 +99,21 @@ def up(overlay: Overlay, settings: OverlaySettings, say: Say) -> int:
         for source, topic in info["sources"].items():
             say(f"  source    {source}: publish to {topic}")
         say(f"  details in {CLUSTER_FILE}; `onyx status` shows the brokers; Ctrl-C or `onyx down` stops")
+        trouble = None
         while not stop.wait(STATUS_EVERY_S):
-            _write_json(STATUS_FILE, {"time": time.time(), **cluster.status()})
+            try:
+                why = cluster.job.revive()
+                if why is not None:
+                    say(f"the brokers' streaming query had stopped ({why}): started it again from its checkpoint")
+                _write_json(STATUS_FILE, {"time": time.time(), **cluster.status()})
+                if trouble is not None:
+                    say("Kafka answers again")
+                trouble = None
+            except Exception as exc:  # Kafka away, say: the brokers wait; tried again at the next tick
+                if trouble is None:
+                    say(f"cannot reach Kafka or restart the brokers ({str(exc).splitlines()[0][:200]}): "
+                        "trying again every few seconds")
+                trouble = exc
     finally:
         say("stopping the overlay ...")
         CLUSTER_FILE.unlink(missing_ok=True)
