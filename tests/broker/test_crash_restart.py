@@ -146,5 +146,6 @@ def test_sigkill_of_the_brokers_process_loses_no_delivery(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 20 restarts of Spark and the service
 def test_sigkill_twenty_times_loses_no_delivery(tmp_path):
     _check(crash_cycles(tmp_path, cycles=20, seed=20))
