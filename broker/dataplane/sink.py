@@ -9,7 +9,11 @@ routed, before the local deliveries of the same messages are matched. A task
 :meth:`flushes <KafkaSink.flush>` before it returns, so nothing a batch wrote is still
 in flight when Spark commits the batch's offsets (at-least-once, as with Spark's sink).
 A record Kafka can never take (too large for the topic, not allowed by its ACLs)
-becomes a dead letter naming it; any other failure fails the batch, which runs again.
+becomes a dead letter naming it and Kafka's reason; since Kafka refuses a whole batch of
+records for one that is too large, the refused records are first sent again one by one,
+so that only the one at fault is a dead letter. Any other failure is retried by the
+producer (idempotent: nothing is written twice) and, if it lasts, fails the batch, which
+Spark runs again.
 
 One producer per Python worker process and configuration (:func:`sink_for`), reused by
 every task that process runs.
@@ -34,7 +38,7 @@ class KafkaSink:
         from confluent_kafka import Producer
 
         self.errors: list[str] = []
-        self.refused: list[Row] = []  # dead letters for records Kafka will never take
+        self.refused: list[tuple[Row, str]] = []  # records Kafka did not take, and why
         # One delivery callback for the producer, not one per record (only failures call it:
         # delivery.report.only.error).
         self.producer = Producer({**conf, "error_cb": self._error, "on_delivery": self._delivered})
@@ -50,9 +54,8 @@ class KafkaSink:
             return
         if err.retriable() or msg.topic() == topics.DEAD_LETTER:
             self.errors.append(f"record to {msg.topic()} not written: {err}")
-        else:  # this record can never be written (too large, not allowed): say so, lose nothing else
-            self.refused.append(dead_letter(f"Kafka refused a record for {msg.topic()}: {err.str()}",
-                                            msg.topic(), msg.key(), None, list(msg.headers() or ())))
+        else:  # this record (or one in its batch) can never be written: too large, not allowed
+            self.refused.append(((msg.topic(), msg.key(), msg.value(), list(msg.headers() or ())), err.str()))
 
     def send(self, rows: Iterable[Row]) -> None:
         """Queue rows for writing (the producer sends them in the background)."""
@@ -72,14 +75,29 @@ class KafkaSink:
         """Wait until everything queued is written; :class:`SinkError` if it was not."""
         left = self.producer.flush(timeout)
         if self.refused and not left:
-            refused, self.refused = self.refused, []
-            self.send(refused)
-            left = self.producer.flush(timeout)
+            left = self._one_by_one(timeout)
         if left:
             self.errors.append(f"{left} records still unwritten after {timeout:.0f} s")
         if self.errors:
             errors, self.errors = self.errors, []
             raise SinkError("; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""))
+
+
+    def _one_by_one(self, timeout: float) -> int:
+        """Send the refused records again, each in a batch of its own; the ones refused
+        again become dead letters (without their value: it is what did not fit). Returns
+        how many records are still unwritten."""
+        again, self.refused = self.refused, []
+        for (topic, key, value, headers), _ in again:
+            self.producer.produce(topic, value, key, headers=headers)
+            left = self.producer.flush(timeout)
+            if left:
+                return left
+        letters = [dead_letter(f"Kafka refused a record for {topic}: {why}", topic, key, None, headers)
+                   for (topic, key, _, headers), why in self.refused]
+        self.refused = []
+        self.send(letters)
+        return self.producer.flush(timeout)
 
 
 _SINKS: dict[tuple, KafkaSink] = {}
