@@ -1,6 +1,7 @@
 """Hypothesis strategies for XML documents that stress the wire formats: namespaced
 and non-ASCII names, attributes, mixed content, characters XML must escape,
-whitespace-only text, comments and processing instructions."""
+whitespace-only text, comments and processing instructions; and the small learned
+dictionary the formats tests and fuzz targets encode with."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from lxml import etree
 
+import formats
 from formats import FormatError
 from formats.message import parse_xml
 
@@ -83,3 +85,16 @@ def documents(draw: st.DrawFn, max_depth: int = 5) -> bytes:
     except FormatError:
         assume(False)
     return xml
+
+
+def small_dictionary() -> formats.Dictionary:
+    """A dictionary learned from a fixed handful of small documents: most generated
+    names are missing from it, which exercises the inline escape. Learning is
+    deterministic, so its version and digest are the same in every process (the
+    fuzz corpus holds ``stream-dict`` payloads encoded with it)."""
+    sample = [
+        b'<nitf version="3"><head><title>t%d</title><meta name="a" content="b"/></head>'
+        b"<body><p>x</p></body></nitf>" % i
+        for i in range(12)
+    ]
+    return formats.learn_dictionary("gen", sample)
