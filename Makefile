@@ -78,10 +78,12 @@ test: setup k8s-validate kcat
 
 # Coverage-guided fuzzing (tests/fuzz): each target for FUZZ_SECONDS, one after the
 # other; inputs that add coverage are merged into tests/fuzz/corpus/ (commit them),
-# crashes land in .run/fuzz/artifacts/. `make test` runs a short seeded round.
+# crashes land in .run/fuzz/artifacts/. FUZZ_ASAN=1 runs the C matcher built with
+# AddressSanitizer and UBSan. `make test` runs a short seeded round.
 FUZZ_SECONDS ?= 300
+FUZZ_ASAN    ?=
 fuzz: venv
-	@$(PY) -m tests.fuzz --max-time $(FUZZ_SECONDS) --grow
+	@$(PY) -m tests.fuzz --max-time $(FUZZ_SECONDS) --grow $(if $(FUZZ_ASAN),--asan)
 
 clean:
 	rm -rf .run deploy/jvm/lib deploy/jvm/target deploy/jvm/*/target

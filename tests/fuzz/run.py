@@ -16,12 +16,18 @@ command exits non-zero. Replay one with ``python -m tests.fuzz TARGET FILE``.
 
 Python code of ``yfilter``, ``formats`` and the targets is instrumented for coverage;
 the C matcher (``yfilter/_matcher``) and lxml run uninstrumented inside the same
-process, so a segfault or abort there is caught by libFuzzer as a crash.
+process, so a segfault or abort there is caught by libFuzzer as a crash. With
+``--asan`` the C matcher is rebuilt with AddressSanitizer and UBSan (gcc, into
+``.run/fuzz/asan/``) and loaded instead of the regular build, so an out-of-bounds
+read or write, a use after free or undefined behaviour there is a crash too, even
+where it would not segfault (``make fuzz FUZZ_ASAN=1``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -57,26 +63,53 @@ def libfuzzer_args(target: str, *, runs: int | None = None, seed: int | None = N
     return args
 
 
+ASAN_FLAGS = "-fsanitize=address,undefined -fno-omit-frame-pointer -g"
+MATCHER_ENV = "ONYX_FUZZ_MATCHER"
+"""Names the build of ``yfilter._matcher`` a worker loads instead of the regular one."""
+
+
+def asan_environment(build: Path) -> dict[str, str]:
+    """Build the C matcher with AddressSanitizer and UBSan into ``build`` and return
+    the environment that runs a worker with it: the sanitizer runtimes preloaded
+    (Python itself is not built with them), leak checking off (the interpreter keeps
+    its memory until exit), undefined behaviour fatal."""
+    env = {**os.environ, "CFLAGS": ASAN_FLAGS, "LDFLAGS": ASAN_FLAGS}
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--force", "--build-lib", str(build),
+                    "--build-temp", str(build / "tmp")], cwd=REPO, env=env, check=True)
+    (matcher,) = (build / "yfilter").glob("_matcher*.so")
+    runtimes = [subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True,
+                               check=True).stdout.strip() for lib in ("libasan.so", "libubsan.so")]
+    return {**os.environ, MATCHER_ENV: str(matcher), "LD_PRELOAD": " ".join(runtimes),
+            "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+
+
 def command(target: str, args: Sequence[str]) -> list[str]:
     """The command that fuzzes (or, given files, replays) ``target`` in a process of
     its own with libFuzzer's ``args`` (options, then corpus folders or input files)."""
     return [sys.executable, "-m", "tests.fuzz.worker", target, *args]
 
 
-def fuzz(target: str, *, work: Path, artifacts: Path, grow: bool = False, **options: object) -> int:
+def fuzz(target: str, *, work: Path, artifacts: Path, grow: bool = False,
+         env: dict[str, str] | None = None, **options: object) -> int:
     """Fuzz ``target`` from its committed corpus (read only; new inputs go to
-    ``work``), then with ``grow`` merge what adds coverage into the committed corpus.
-    Returns the exit status (0: no crash, hang or leak found)."""
+    ``work``), then with ``grow`` merge what adds coverage into the committed corpus;
+    ``env``: the workers' environment (see :func:`asan_environment`). Returns the
+    exit status (0: no crash, hang or leak found)."""
     corpus = CORPUS / target
     corpus.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
     args = libfuzzer_args(target, artifacts=artifacts, **options)  # type: ignore[arg-type]
-    status = subprocess.run(command(target, [*args, str(work), str(corpus)]), cwd=REPO).returncode
+    status = subprocess.run(command(target, [*args, str(work), str(corpus)]), cwd=REPO, env=env).returncode
     if status == 0 and grow:
+        # libFuzzer's merge runs its passes as "argv[0] args": a script that starts
+        # the worker again (with the same Python and environment).
+        me = work.parent / f"worker-{target}.sh"
+        me.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m tests.fuzz.worker {target} "$@"\n')
+        me.chmod(0o755)
         merge = libfuzzer_args(target, artifacts=artifacts)
-        status = subprocess.run(command(target, [*merge, "-merge=1", str(corpus), str(work)]),
-                                cwd=REPO).returncode
+        status = subprocess.run(command(target, [f"--self={me}", *merge, "-merge=1", str(corpus), str(work)]),
+                                cwd=REPO, env=env).returncode
     return status
 
 
@@ -106,17 +139,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=WORK, help="where new inputs and crashes go")
     parser.add_argument("--grow", action="store_true",
                         help="merge inputs that add coverage into the committed corpus")
+    parser.add_argument("--asan", action="store_true",
+                        help="run the C matcher built with AddressSanitizer and UBSan")
     parser.add_argument("--write-seeds", action="store_true", help="write the corpus' starter inputs")
     opts = parser.parse_args(argv)
     if opts.write_seeds:
         write_seeds()
         return 0
+    env = asan_environment(opts.work / "asan") if opts.asan else None
     names = opts.targets or list(TARGET_NAMES)
     files = [Path(n) for n in names[1:]] if names[0] in TARGET_NAMES else []
     if files:  # replay: libFuzzer runs each file once and reports
         with tempfile.TemporaryDirectory() as tmp:
             args = libfuzzer_args(names[0], artifacts=Path(tmp), timeout=opts.timeout)
-            return subprocess.run(command(names[0], [*args, *map(str, files)]), cwd=REPO).returncode
+            return subprocess.run(command(names[0], [*args, *map(str, files)]), cwd=REPO, env=env).returncode
     unknown = [n for n in names if n not in TARGET_NAMES]
     if unknown:
         parser.error(f"unknown target(s) {', '.join(unknown)} (targets: {', '.join(TARGET_NAMES)})")
@@ -126,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"==> fuzzing {name}" + (f" for {max_time} s" if max_time else f", {opts.runs} runs"),
               flush=True)
         status = fuzz(name, work=opts.work / name, artifacts=opts.work / "artifacts", grow=opts.grow,
-                      runs=opts.runs, seed=opts.seed, max_time=max_time, timeout=opts.timeout,
+                      env=env, runs=opts.runs, seed=opts.seed, max_time=max_time, timeout=opts.timeout,
                       rss_limit_mb=opts.rss_limit_mb)
         if status:
             failed.append(name)

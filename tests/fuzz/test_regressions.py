@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+import formats
+from formats import FormatError, Message
 from tests.fuzz import run
 from tests.fuzz.targets import TARGETS
 from yfilter import Engine, ProfileError, validate
@@ -87,3 +89,21 @@ def test_every_regression_input_is_in_the_corpus() -> None:
     assert found, "the inputs fuzzing found belong in the corpus"
     for path in run.CORPUS.glob("*/regress-*"):
         TARGETS[path.parent.name](path.read_bytes())
+
+
+def test_an_element_without_namespace_inside_a_default_namespace_is_not_serialized() -> None:
+    # A stream payload (found by the payload target) whose root 'x' has no namespace
+    # but declares xmlns="urn:n": to_xml wrote <x xmlns="urn:n">, which reads back as
+    # {urn:n}x, so the XML a broker forwarded was not the message it matched. The
+    # same for a child without namespace under a parent's default namespace.
+    blob = (run.CORPUS / "payload" / "regress-unnamespaced-in-default-namespace").read_bytes()[2:]
+    msg = formats.decode("stream", blob)
+    assert msg.tags[0] == "x" and msg.nsmaps[0] == {None: "urn:n"}
+    with pytest.raises(FormatError, match=r"element 0 \('x'\) has no namespace inside the default namespace"):
+        msg.to_xml()
+    child = Message(["{urn:n}a", "b"], [1, 2], nsmaps=[{None: "urn:n"}, {}], texts=["", ""], tails=["", ""])
+    with pytest.raises(FormatError, match=r"element 1 \('b'\) has no namespace"):
+        child.to_xml()
+    # An undeclared default namespace (xmlns="") is what XML says for that.
+    xml = b'<a xmlns="urn:u"><b xmlns=""><c/></b></a>'
+    assert Message.from_xml(xml).to_xml() == xml
