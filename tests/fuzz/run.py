@@ -20,7 +20,10 @@ process, so a segfault or abort there is caught by libFuzzer as a crash. With
 ``--asan`` the C matcher is rebuilt with AddressSanitizer and UBSan (gcc, into
 ``.run/fuzz/asan/``) and loaded instead of the regular build, so an out-of-bounds
 read or write, a use after free or undefined behaviour there is a crash too, even
-where it would not segfault (``make fuzz FUZZ_ASAN=1``).
+where it would not segfault (``make fuzz FUZZ_ASAN=1``). The sanitizer runtime is
+preloaded (Python is not built with it) and then answers libFuzzer's coverage
+callbacks itself, so in this mode the fuzzer gets no coverage: it replays the
+corpus and mutates it blindly. Run it after a normal run has grown the corpus.
 """
 
 from __future__ import annotations
