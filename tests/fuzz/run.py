@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     env = asan_environment(opts.work / "asan") if opts.asan else None
     names = opts.targets or list(TARGET_NAMES)
-    files = [Path(n) for n in names[1:]] if names[0] in TARGET_NAMES else []
+    files = [Path(n) for n in names[1:] if n not in TARGET_NAMES]
     if files:  # replay: libFuzzer runs each file once and reports
         with tempfile.TemporaryDirectory() as tmp:
             args = libfuzzer_args(names[0], artifacts=Path(tmp), timeout=opts.timeout)

@@ -13,9 +13,9 @@ import pytest
 from tests.fuzz import run
 from tests.fuzz.targets import TARGETS
 
-SEEDED_RUNS = {"profile": 1500, "message": 600, "payload": 3000, "header": 3000}
-"""Inputs per target in the seeded run: a few seconds each on a shared 2-core machine
-(the corpus replay comes first and is not counted)."""
+SEEDED_RUNS = {"profile": 4000, "message": 3000, "payload": 20000, "header": 10000}
+"""Inputs per target in the seeded run, the corpus replay included: a few seconds each
+on a shared 2-core machine."""
 SEED = 20240601
 
 
@@ -54,3 +54,20 @@ def test_seeded_fuzz_run_finds_nothing(name: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, log[-6000:]
     done = re.search(r"Done (\d+) runs", log)
     assert done and int(done.group(1)) == SEEDED_RUNS[name], log[-2000:]
+
+
+@pytest.mark.slow
+def test_corpus_replays_under_the_sanitizers(tmp_path: Path) -> None:
+    """The corpora that reach the C matcher, replayed in one process each with the
+    matcher built with AddressSanitizer and UBSan (``run.asan_environment``; about
+    half a minute, mostly the build). It found qsort_r called on an empty list (a
+    NULL base: undefined behaviour) once the matcher re-filed its profiles after 64
+    messages."""
+    env = run.asan_environment(tmp_path / "asan")
+    for name in ("message", "payload"):
+        files = sorted(str(p) for p in (run.CORPUS / name).iterdir())
+        args = run.libfuzzer_args(name, artifacts=tmp_path)
+        proc = subprocess.run(run.command(name, [*args, *files]), cwd=run.REPO, env=env,
+                              capture_output=True, text=True, timeout=600)
+        log = proc.stdout + proc.stderr
+        assert proc.returncode == 0 and "runtime error" not in log and "AddressSanitizer" not in log, log[-6000:]
