@@ -16,7 +16,7 @@ space := $(empty) $(empty)
 TOOLS_STAMP   := .tools/stamps/helm-$(HELM_VERSION)_kubeconform-$(KUBECONFORM_VERSION)
 SCHEMAS_STAMP := .tools/stamps/schemas_strimzi-$(STRIMZI_VERSION)_k8s-$(subst $(space),-,$(K8S_VERSIONS))
 
-.PHONY: setup venv jvm run test bench clean check-tools k8s-tools k8s-schemas k8s-validate image kcat
+.PHONY: setup venv jvm run test fuzz bench clean check-tools k8s-tools k8s-schemas k8s-validate image kcat
 
 setup: venv jvm
 
@@ -75,6 +75,15 @@ test: setup k8s-validate kcat
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests (exit 5); the suite is missing" >&2; fi; \
 	exit $$rc
+
+# Coverage-guided fuzzing (tests/fuzz): each target for FUZZ_SECONDS, one after the
+# other; inputs that add coverage are merged into tests/fuzz/corpus/ (commit them),
+# crashes land in .run/fuzz/artifacts/. FUZZ_ASAN=1 runs the C matcher built with
+# AddressSanitizer and UBSan. `make test` runs a short seeded round.
+FUZZ_SECONDS ?= 300
+FUZZ_ASAN    ?=
+fuzz: venv
+	@$(PY) -m tests.fuzz --max-time $(FUZZ_SECONDS) --grow $(if $(FUZZ_ASAN),--asan)
 
 clean:
 	rm -rf .run deploy/jvm/lib deploy/jvm/target deploy/jvm/*/target

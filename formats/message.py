@@ -370,10 +370,20 @@ class Message:
         if not self.tags:
             raise FormatError("empty message has no root element")
         nodes: list[etree._Element] = []
+        defaults: list[str] = []  # per element, the default namespace in scope ('' none)
         try:
             for i, tag in enumerate(self.tags):
                 p = self.parents[i]
                 nsmap = self.nsmaps[i] or None
+                # lxml writes an element without a namespace inside a default namespace
+                # declaration as it is, which reads back in that namespace: only a
+                # corrupted binary payload has one, so it is refused, not renamed.
+                inherited = defaults[p] if p >= 0 else ""
+                default = nsmap.get(None, inherited) if nsmap else inherited
+                if default and tag[:1] != "{":
+                    raise FormatError(f"element {i} ({tag!r}) has no namespace inside the default "
+                                      f"namespace {default!r}: no XML text says that")
+                defaults.append(default)
                 if p < 0:
                     el = etree.Element(tag, self.attrs[i], nsmap=nsmap)
                 else:

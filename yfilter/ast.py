@@ -25,7 +25,14 @@ def quote(s: str) -> str:
 
 
 def number_text(x: float) -> str:
-    return str(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
+    """A number as canonical text: an integer without ``.0``; otherwise Python's repr,
+    also for the infinities (a literal of 309 digits) and NaN (``position() > ''``),
+    which have no integer form.
+
+    >>> number_text(3.0), number_text(0.5), number_text(float("inf")), number_text(float("nan"))
+    ('3', '0.5', 'inf', 'nan')
+    """
+    return str(int(x)) if abs(x) < 1e15 and x == int(x) else repr(x)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,10 +52,10 @@ from typing import Union
 
 from yfilter import ast
 from yfilter.errors import ProfileError
-from yfilter.parser import _NCNAME, _TOKEN, MAX_NESTING, _Parser, _Tok
+from yfilter.parser import _NCNAME, _TOKEN, MAX_NESTING, _Parser, _Tok, check_unicode
 from yfilter.steps import Step, make_step
 
-_FOR = re.compile(r"\s*for\s*\$")
+_FOR = re.compile(r"[ \t\r\n]*for[ \t\r\n]*\$")  # XQuery's whitespace only, as _WS
 _NAME = re.compile(_NCNAME)
 _WS = " \t\r\n"
 _ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
@@ -151,6 +151,7 @@ def parse_flwr(text: str, namespaces: Mapping[str, str] | None = None) -> Flwr:
 def _parse_recent(text: str, namespaces: tuple[tuple[str, str], ...]) -> Flwr:
     # Parsed several times in a row where a broker hosts the profile (see
     # yfilter.parser.parse); the result is immutable, so the recent ones are kept.
+    check_unicode(text)
     ns = dict(namespaces)
     tokens, ret_at = _lex(text, 0, stop_word="return")
     head = _ClauseParser(tokens, ns, var=None)
@@ -543,14 +544,22 @@ class _ReturnParser:
             if ch == "&":
                 buf.append(self.reference())
                 continue
-            buf.append(" " if ch in _WS else ch)  # attribute-value normalisation
-            self.pos += 1
+            buf.append(" " if self.char() in _WS else ch)  # attribute-value normalisation
         if buf:
             parts.append("".join(buf))
         return AttrTemplate(name, tuple(parts))
 
     def reference(self) -> str:
         ch, self.pos = _reference(self.text, self.pos)
+        return ch
+
+    def char(self) -> str:
+        """The literal character at ``pos`` (and move past it): one XML allows, or
+        the results built with it could not be written (as a reference would be)."""
+        ch = self.text[self.pos]
+        if not _xml_char(ord(ch)):
+            raise ProfileError(f"character {ch!r} is not allowed in XML", self.pos + 1)
+        self.pos += 1
         return ch
 
     def enclosed(self) -> Enclosed:
@@ -617,9 +626,8 @@ class _ReturnParser:
                 buf.append(self.reference())
                 boundary = False
             else:
-                buf.append(ch)
+                buf.append(self.char())
                 boundary = boundary and ch in _WS
-                self.pos += 1
 
     @staticmethod
     def checked(el: Constructor, start: int) -> Constructor:

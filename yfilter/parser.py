@@ -28,7 +28,7 @@ _NAME_START = (r"A-Za-z_\u00C0-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u20
                r"\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD")
 _NCNAME = rf"[{_NAME_START}][\w.\-\u00B7\u0300-\u036F\u203F-\u2040\u00C0-\uFFFD]*"
 _TOKEN = re.compile(
-    rf"""(?P<ws>\s+)
+    rf"""(?P<ws>[\ \t\r\n]+)  # XPath's whitespace only (\s also takes \x1c, \xa0, ...)
       | (?P<name>{_NCNAME}(?::{_NCNAME})?)
       | (?P<num>\d+(?:\.\d*)?|\.\d+)
       | (?P<str>"[^"]*"|'[^']*')
@@ -42,6 +42,7 @@ _AXES = {"ancestor", "ancestor-or-self", "attribute", "child", "descendant",
 _NODE_TYPES = {"node", "comment", "processing-instruction"}
 _FUNCTIONS = {"contains", "starts-with"}
 _CMP = {"=", "!=", "<", "<=", ">", ">="}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_NESTING = 32
 """Conditions nest at most this deep (predicates, parentheses and ``not()`` inside one
 another): deeper ones are refused with their position, rather than exhausting Python's
@@ -89,7 +90,23 @@ def _parse_recent(text: str, namespaces: tuple[tuple[str, str], ...]) -> ast.Pat
     # A broker hosting a profile parses its text several times in a row (its routing
     # query, its local engine, what it reads of a message); the tree is immutable, so
     # the recent ones are kept. A text that fails raises each time (nothing is kept).
+    check_unicode(text)
     return _Parser(text, dict(namespaces)).profile()
+
+
+def check_unicode(text: str) -> None:
+    """Refuse a text holding a lone surrogate (a ``str`` can, e.g. from a JSON
+    ``"\\ud800"`` escape): it is no Unicode character, so no message holds it, and it
+    has no UTF-8 form for the C matcher's tables.
+
+    >>> check_unicode("/a[@x = '\\udcf5']")
+    Traceback (most recent call last):
+    ...
+    yfilter.errors.ProfileError: lone surrogate '\\udcf5' is not a character at column 10
+    """
+    m = _SURROGATE.search(text)
+    if m is not None:
+        raise ProfileError(f"lone surrogate {ascii(m.group())} is not a character", m.start() + 1)
 
 
 class _Parser:
@@ -392,4 +409,4 @@ class _Group:
         return inner
 
 
-_BOOLEAN = (ast.Or, ast.And, ast.Not)
+_BOOLEAN = (ast.Or, ast.And, ast.Not, ast.Compare)  # conditions: (a = 1) = b is refused

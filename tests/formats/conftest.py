@@ -7,6 +7,8 @@ import pytest
 import formats
 from broker import config
 
+from . import docgen
+
 CORPUS = sorted(config.CORPUS_DIR.glob("*.xml")) if config.CORPUS_DIR.is_dir() else []
 
 def corpus_params() -> list:
@@ -27,11 +29,5 @@ def corpus_dictionary() -> formats.Dictionary:
 
 @pytest.fixture(scope="session")
 def small_dictionary() -> formats.Dictionary:
-    """A dictionary learned from a fixed handful of small documents: most generated
-    names are missing from it, which exercises the inline escape."""
-    sample = [
-        b'<nitf version="3"><head><title>t%d</title><meta name="a" content="b"/></head>'
-        b"<body><p>x</p></body></nitf>" % i
-        for i in range(12)
-    ]
-    return formats.learn_dictionary("gen", sample)
+    """:func:`docgen.small_dictionary`, learned once per session."""
+    return docgen.small_dictionary()

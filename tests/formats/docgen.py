@@ -1,6 +1,7 @@
 """Hypothesis strategies for XML documents that stress the wire formats: namespaced
 and non-ASCII names, attributes, mixed content, characters XML must escape,
-whitespace-only text, comments and processing instructions."""
+whitespace-only text, CDATA sections, comments and processing instructions; and the small learned
+dictionary the formats tests and fuzz targets encode with."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from lxml import etree
 
+import formats
 from formats import FormatError
 from formats.message import parse_xml
 
@@ -51,11 +53,13 @@ NSMAP = st.dictionaries(
 
 @st.composite
 def elements(draw: st.DrawFn, depth: int = 0, max_depth: int = 5) -> etree._Element:
-    """A random element subtree (lxml), decorated with comments and PIs."""
+    """A random element subtree (lxml), decorated with CDATA, comments and PIs."""
     el = etree.Element(draw(NAME), nsmap=draw(NSMAP) or None)
     for name in draw(st.lists(ATTR, max_size=3, unique=True)):
         el.set(name, draw(TEXT))
-    el.text = draw(TEXT)
+    text = draw(TEXT)
+    # Sometimes as a CDATA section (which the text of a Message no longer shows).
+    el.text = etree.CDATA(text) if text and "]]>" not in text and draw(st.booleans()) else text
     if depth < max_depth:
         for _ in range(draw(st.integers(0, 4 if depth < 2 else 2))):
             kind = draw(st.sampled_from(["element", "element", "element", "comment", "pi"]))
@@ -83,3 +87,16 @@ def documents(draw: st.DrawFn, max_depth: int = 5) -> bytes:
     except FormatError:
         assume(False)
     return xml
+
+
+def small_dictionary() -> formats.Dictionary:
+    """A dictionary learned from a fixed handful of small documents: most generated
+    names are missing from it, which exercises the inline escape. Learning is
+    deterministic, so its version and digest are the same in every process (the
+    fuzz corpus holds ``stream-dict`` payloads encoded with it)."""
+    sample = [
+        b'<nitf version="3"><head><title>t%d</title><meta name="a" content="b"/></head>'
+        b"<body><p>x</p></body></nitf>" % i
+        for i in range(12)
+    ]
+    return formats.learn_dictionary("gen", sample)

@@ -4,9 +4,14 @@ anything a broker cannot act on."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 import formats
 from formats import DictionaryStore, FormatError, PacketHeader
+from formats.header import TRANSFORMS
+
+from .docgen import SETTINGS
 
 
 def test_round_trip_through_kafka_headers() -> None:
@@ -30,6 +35,34 @@ def test_round_trip_through_kafka_headers() -> None:
 def test_every_flow_round_trips(flow) -> None:
     header = PacketHeader(flow, format="text" if flow == "xml" else None, message_id="m1")
     assert PacketHeader.from_kafka(header.to_kafka()) == header
+
+
+_VALUE = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
+
+
+@st.composite
+def headers(draw: st.DrawFn) -> PacketHeader:
+    """Any valid header: every flow, format and transform, optional fields set or not,
+    values of any (non-surrogate) Unicode and any non-negative dictionary version."""
+    flow = draw(st.sampled_from(formats.FLOWS))
+    fmt = draw(st.sampled_from(formats.available()) if flow == "xml" else st.none() | st.sampled_from(formats.available()))
+    optional = {name: draw(st.none() | _VALUE) for name in ("source_id", "root_broker", "message_id", "schema_version")}
+    version = draw(st.none() | st.integers(0, 2**63))
+    if fmt is not None and formats.get(fmt).needs_dictionary:
+        assume(version is not None and optional["source_id"] is not None)
+    return PacketHeader(flow, format=fmt, dictionary_version=version,
+                        transform=draw(st.none() | st.sampled_from(TRANSFORMS)), **optional)
+
+
+@SETTINGS
+@given(header=headers(), noise=st.lists(st.tuples(st.sampled_from(["traceparent", "x-onyx", "onyx"]),
+                                                 st.binary(max_size=8)), max_size=3))
+def test_any_header_round_trips_among_other_headers(header, noise) -> None:
+    kafka = header.to_kafka()
+    assert PacketHeader.from_kafka(kafka) == header
+    assert PacketHeader.from_kafka(noise + kafka[::-1]) == header  # order and others do not matter
+    spark_rows = [(k.encode(), bytearray(v)) for k, v in kafka]
+    assert PacketHeader.from_kafka(spark_rows) == header
 
 
 def test_other_headers_are_ignored_and_spark_rows_accepted() -> None:

@@ -1187,7 +1187,8 @@ static int sort_records(IVec *list)
     for (int32_t k = 0; k < list->n; k += record_words(list->a + k))
         if (ivec_push(&at, k) < 0)
             goto oom;
-    qsort_r(at.a, (size_t)at.n, sizeof *at.a, record_cmp, list->a);
+    if (at.n > 1) /* an empty list has no array: qsort_r's base must not be NULL (UBSan) */
+        qsort_r(at.a, (size_t)at.n, sizeof *at.a, record_cmp, list->a);
     if (ivec_reserve(&out, list->n) < 0)
         goto oom;
     for (int32_t r = 0; r < at.n; r++) {
