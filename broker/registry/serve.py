@@ -13,6 +13,7 @@ import uvicorn
 from broker import config
 from broker.registry.app import create_app
 from broker.registry.control_packets import KafkaSender
+from broker.registry.limits import RateLimiter
 from broker.registry.store import Store
 from broker.registry.topic_admin import KafkaTopicAdmin
 from broker.topics import CATALOG, PROFILES, ensure_topics, broker_topic
@@ -28,6 +29,8 @@ class ServiceSettings:
     port: int = config.API_PORT
     placement: str = config.PLACEMENT
     admin_token: str | None = config.ADMIN_TOKEN
+    registration_rate: float = config.REGISTRATION_RATE
+    registration_burst: int = config.REGISTRATION_BURST
 
 
 def build_app(settings: ServiceSettings):
@@ -37,7 +40,7 @@ def build_app(settings: ServiceSettings):
     sender = KafkaSender(settings.bootstrap_servers)
     admin = KafkaTopicAdmin(settings.bootstrap_servers)
     app = create_app(Store(settings.database_url), settings.overlay, sender, settings.placement,
-                     settings.admin_token, admin)
+                     settings.admin_token, admin, RateLimiter(settings.registration_rate, settings.registration_burst))
     app.router.on_shutdown.extend([sender.close, admin.close])
     return app
 
