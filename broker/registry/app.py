@@ -63,7 +63,8 @@ _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_PROFILE_CHARS = 100_000
 MAX_BATCH = 10_000  # profiles per POST /profiles:batch, changes per POST /profiles:changes
 MAX_BATCH_BYTES = 64 * 1024 * 1024  # request body of POST /profiles:batch and /profiles:changes
-MAX_BODY_BYTES = 1024 * 1024  # request body of every other operation (a profile of 100,000 characters fits)
+MAX_BODY_BYTES = 2 * 1024 * 1024  # request body of every other operation: a profile of 100,000 characters fits
+# even when each is sent as a 12-byte escaped surrogate pair (\ud83d\ude00)
 MAX_SIZE = 2**53 - 1  # a source's expected message size: the largest integer every JSON reader keeps exact
 BATCH_PATH = "/profiles:batch"
 CHANGES_PATH = "/profiles:changes"
@@ -120,7 +121,8 @@ class Error(BaseModel):
 
 class SourceIn(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="human-readable source name, unique")
-    schema_text: str | None = Field(None, alias="schema", description="DTD or XML Schema text (optional)")
+    schema_text: str | None = Field(None, alias="schema", description="DTD or XML Schema text (optional)",
+                                    json_schema_extra={"format": "onyx-schema"})
     rate: JsonFloat | None = Field(None, gt=0, description="expected messages per second")
     size: JsonInt | None = Field(None, gt=0, le=MAX_SIZE, description="expected message size in bytes")
     root_broker: str | None = Field(None, description="root broker to use (default: least-used broker)")

@@ -8,7 +8,8 @@ the description's links: a registered profile's id and token to ``GET``/``PUT``/
 /profiles/{id}``, a new subscriber's token to ``POST /profiles``) with ``--checks all``.
 Its settings and hooks are in ``tests/broker/conformance/``: no example database and
 deterministic generation (the same cases every run), the tokens supplied for the
-token-guarded operations, valid profile texts for the ``onyx-profile`` format. Run it by
+token-guarded operations, valid profile texts and schemas for the ``onyx-profile`` and
+``onyx-schema`` formats. Run it by
 hand the same way (see the README, "API conformance").
 """
 
@@ -24,7 +25,9 @@ import pytest
 from hypothesis import given, settings
 
 from broker.local.devcluster import free_port
+from broker.registry.control_packets import source_dictionary
 from broker.registry.serve import BackgroundServer, ServiceSettings
+from broker.registry.store import SourceRecord
 from routing.overlay import builtin
 from tests.broker.conformance import hooks
 from yfilter import validate
@@ -88,3 +91,9 @@ def test_the_running_service_conforms_to_its_openapi_description_at_length(servi
 @given(hooks.PROFILES)
 def test_the_generated_profile_texts_are_profiles(text):
     validate(text)  # what the description's onyx-profile format promises the positive cases
+
+
+@settings(max_examples=100, deadline=None)
+@given(hooks.SCHEMAS)
+def test_the_generated_schemas_are_ones_a_source_may_name(text):
+    assert source_dictionary(SourceRecord("s", "s", "b1", text, None, None)) is not None

@@ -143,6 +143,14 @@ def test_every_body_over_its_operation_limit_is_413_before_anything_happens(tmp_
     assert _batch(client, [big]).status_code == 200  # the bulk operations take up to MAX_BATCH_BYTES
 
 
+def test_the_longest_profile_fits_in_a_body_however_it_is_escaped(client):
+    text = "/nitf[@id = '" + "\U0001F600" * (MAX_PROFILE_CHARS - 15) + "']"
+    body = json.dumps({"text": text}).encode()  # ASCII: each character a 12-byte surrogate pair
+    assert len(text) == MAX_PROFILE_CHARS and len(body) > 1_100_000
+    r = client.post("/profiles", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 201, r.text[:300]
+
+
 def test_a_body_without_a_length_is_counted_as_it_arrives(tmp_path, monkeypatch):
     monkeypatch.setattr(broker.registry.app, "MAX_BODY_BYTES", 1000)
     client, store = _service(tmp_path)

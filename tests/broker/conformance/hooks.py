@@ -1,10 +1,10 @@
 """Schemathesis hooks for the registration service (loaded by ``schemathesis.toml``).
 
-* Values for the description's custom string format ``onyx-profile`` (a profile's text:
-  an XPath filter or a FLWR query, a grammar JSON Schema cannot state). With them the
-  requests the description calls valid are profiles the service must accept, so the
-  positive checks hold it to its word; the parser's refusals are exercised by the
-  negative cases and the unit tests.
+* Values for the description's custom string formats, grammars JSON Schema cannot state:
+  ``onyx-profile`` (a profile's text: an XPath filter or a FLWR query) and
+  ``onyx-schema`` (a source's DTD or XML Schema). With them the requests the description
+  calls valid are ones the service must accept, so the positive checks hold it to its
+  word; the parsers' refusals are exercised by the negative cases and the unit tests.
 * The tokens of the security schemes, as the requests' credentials: a subscriber's
   (registered with ``POST /subscribers`` once per run), the operator's (from
   ``ONYX_CONFORMANCE_ADMIN_TOKEN``) and a profile's (see :class:`ProfileToken`). They are
@@ -37,7 +37,13 @@ _query = st.builds(lambda path, name: f"for $n in $msg{path} return <r>{{$n/{nam
 PROFILES = st.one_of(_filter, _query)
 """Texts ``yfilter.validate`` accepts (``tests/broker/test_api_conformance.py`` checks a sample)."""
 
+_element = st.builds("<!ELEMENT {} (#PCDATA)>".format, _name)
+_declaration = st.one_of(_element, st.builds("<!ATTLIST {} {} CDATA #IMPLIED>".format, _name, _name))
+SCHEMAS = st.builds(lambda first, rest: " ".join([first, *rest]), _element, st.lists(_declaration, max_size=4))
+"""DTDs a source may name (the test module checks a sample with the service's own check)."""
+
 schemathesis.openapi.format("onyx-profile", PROFILES)
+schemathesis.openapi.format("onyx-schema", SCHEMAS)
 
 ADMIN_TOKEN_ENV = "ONYX_CONFORMANCE_ADMIN_TOKEN"
 
