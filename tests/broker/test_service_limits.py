@@ -10,6 +10,7 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
 
 import broker.registry.app
 from broker.local.devcluster import free_port
@@ -118,6 +119,18 @@ def test_a_method_a_path_does_not_take_is_405_naming_every_method_it_takes(clien
     r = client.patch("/profiles/p1", json={})
     assert r.status_code == 405 and r.json() == {"detail": "Method Not Allowed"}
     assert r.headers["Allow"] == "DELETE, GET, PUT"
+
+
+def test_a_database_failure_is_503_with_the_one_error_body(tmp_path, monkeypatch):
+    client, store = _service(tmp_path)
+
+    def down(*args, **kwargs):
+        raise OperationalError("SELECT ...", {}, Exception("unable to open database file"))
+
+    monkeypatch.setattr(store, "profile", down)
+    r = client.get("/profiles/p1")
+    assert r.status_code == 503 and r.json() == {
+        "detail": "the database failed (unable to open database file); nothing was changed, try again"}
 
 
 def test_a_source_size_is_a_json_integer_and_a_rate_a_finite_number(client):
