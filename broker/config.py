@@ -69,6 +69,20 @@ ADMIN_TOKEN = os.environ.get("ONYX_ADMIN_TOKEN") or None
 """Token for the registration service's operator endpoints (``POST /rebalance``), sent as
 ``X-Onyx-Admin-Token`` (ONYX_ADMIN_TOKEN); unset, those endpoints are disabled."""
 
+REGISTRATION_RATE = float(os.environ.get("ONYX_REGISTRATION_RATE", "10000"))
+"""Profiles one subscriber may register, update or delete per second through the
+registration service, on average (ONYX_REGISTRATION_RATE; 0: no limit). Past it (and
+the burst) a request is refused with 429 and ``Retry-After``. The default is above what
+one subscriber reaches on a 2-core machine (about 9,000/s in batches of 10,000), so it
+never slows ``onyx subscribe --file`` or the benchmarks there; a service shared by many
+subscribers sets it lower."""
+
+REGISTRATION_BURST = int(os.environ.get("ONYX_REGISTRATION_BURST", "100000"))
+"""How many profiles a subscriber may register, update or delete at once above
+ONYX_REGISTRATION_RATE (ONYX_REGISTRATION_BURST): the size of its token bucket. At least
+a batch of 10,000 (one request of ``POST /profiles:batch``); the default lets a client
+load 100,000 profiles as fast as the service takes them."""
+
 PLACEMENT = os.environ.get("ONYX_PLACEMENT", "nearest")
 """How a profile's host broker is chosen (ONYX_PLACEMENT), a strategy of :mod:`routing.placement`:
 ``nearest`` (the subscriber's hint, else round robin), ``round-robin``, ``random``, or ``pep`` (PEP

@@ -17,7 +17,13 @@ refused when the service starts (:func:`refuse_internal_profiles`).
 one request: each item is checked as ``POST /profiles`` checks its body and is refused on
 its own (its status and error in the answer, which is 200 with one result per item); the
 others are stored in one transaction and sent as one batch of query packets.
-The OpenAPI description is served at ``/openapi.json``, interactive docs at ``/docs``.
+The OpenAPI description is served at ``/openapi.json``, interactive docs at ``/docs``: it
+documents every status each operation answers and its body (every error is an
+:class:`Error`, ``{"detail": ..., "column": ...}``, FastAPI's own validation errors
+included), the tokens as security schemes, the links between operations and the limits
+(:mod:`broker.registry.limits`: request body sizes, 413; a rate of registrations per
+subscriber, 429 with ``Retry-After``); ``tests/broker/test_api_conformance.py`` holds the
+running service to it with schemathesis.
 """
 
 from __future__ import annotations
@@ -28,16 +34,23 @@ import secrets
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request, Security
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, field_validator
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import (AllowInfNan, BaseModel, Field, Strict, ValidationError, WithJsonSchema,
+                      field_validator)
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from broker import config, topics
 from broker.registry.control_packets import (PacketSendError, Sender, announce_changes, announce_profile,
-                                              announce_profiles,
-                                             announce_source, source_dictionary)
+                                             announce_profiles, announce_source, source_dictionary)
+from broker.registry.limits import BodyLimit, RateLimited, RateLimiter
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
 from broker.registry.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
 from broker.registry.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
@@ -48,20 +61,76 @@ from yfilter import ProfileError, validate
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_PROFILE_CHARS = 100_000
-MAX_BATCH = 10_000  # profiles per POST /profiles:batch
-MAX_BATCH_BYTES = 64 * 1024 * 1024  # request body of POST /profiles:batch (Content-Length)
+MAX_BATCH = 10_000  # profiles per POST /profiles:batch, changes per POST /profiles:changes
+MAX_BATCH_BYTES = 64 * 1024 * 1024  # request body of POST /profiles:batch and /profiles:changes
+MAX_BODY_BYTES = 2 * 1024 * 1024  # request body of every other operation: a profile of 100,000 characters fits
+# even when each is sent as a 12-byte escaped surrogate pair (\ud83d\ude00)
+MAX_SIZE = 2**53 - 1  # a source's expected message size: the largest integer every JSON reader keeps exact
 BATCH_PATH = "/profiles:batch"
 CHANGES_PATH = "/profiles:changes"
 SUBSCRIBER_TOKEN_HEADER = "X-Onyx-Subscriber-Token"
+PROFILE_TOKEN_HEADER = "X-Onyx-Token"
+ADMIN_TOKEN_HEADER = "X-Onyx-Admin-Token"
 log = logging.getLogger("onyx.service")
+
+# The tokens, as the OpenAPI description's security schemes (auto_error off: the
+# endpoints say what is missing, in the service's own words and error body).
+_profile_token = APIKeyHeader(name=PROFILE_TOKEN_HEADER, scheme_name="ProfileToken", auto_error=False,
+                              description="the token POST /profiles (or :batch) returned with the profile")
+_profile_bearer = HTTPBearer(scheme_name="ProfileBearer", auto_error=False,
+                             description=f"the profile's token as Authorization: Bearer (instead of {PROFILE_TOKEN_HEADER})")
+_subscriber_token = APIKeyHeader(name=SUBSCRIBER_TOKEN_HEADER, scheme_name="SubscriberToken", auto_error=False,
+                                 description="a subscriber's token (POST /subscribers, or the subscriber_token of its "
+                                             "first registration)")
+_admin_token = APIKeyHeader(name=ADMIN_TOKEN_HEADER, scheme_name="AdminToken", auto_error=False,
+                            description="the operator token the service was started with (ONYX_ADMIN_TOKEN)")
+ProfileTokenHeader = Annotated[str | None, Security(_profile_token)]
+ProfileBearer = Annotated[HTTPAuthorizationCredentials | None, Security(_profile_bearer)]
+SubscriberTokenHeader = Annotated[str | None, Security(_subscriber_token)]
+AdminTokenHeader = Annotated[str | None, Security(_admin_token)]
+
+# What JSON Schema can say of a delivery topic; the validator and the subscriber rules
+# (broker.topics.subscriber_topic_reason) say the same and more, with a reason.
+_TOPIC_SCHEMA = {
+    "type": "string", "pattern": _TOPIC.pattern, "minLength": 1, "maxLength": 249,
+    "not": {"anyOf": [{"enum": [".", ".."]}, {"pattern": "^[Oo][Nn][Yy][Xx]([._-]|$)"}]},
+    "description": "a Kafka topic name (1-249 letters, digits, '.', '_', '-'; not '.' or '..') outside the overlay's "
+                   "onyx.* names (look-alikes with other case, '_' or '-' included); only your own default topic "
+                   "onyx.deliver.<subscriber id> may be named there",
+}
+
+
+def _whole(value: Any) -> Any:
+    """A JSON number without a fraction as an int (JSON Schema's integer includes 1.0)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# Numbers as JSON Schema has them: a JSON number and nothing else (no "1", no true),
+# finite; an integer may be written 1.0.
+JsonFloat = Annotated[float, Strict(), AllowInfNan(False)]
+JsonInt = Annotated[int, Strict()]  # with a "before" validator calling _whole
+
+
+class Error(BaseModel):
+    """Every error answer of the service (and every refused item of a batch)."""
+
+    detail: str = Field(description="what went wrong, and what to do about it")
+    column: int | None = Field(None, description="for a profile the parser refuses: the 1-based column in its "
+                               "text where the offending construct starts")
 
 
 class SourceIn(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="human-readable source name, unique")
-    schema_text: str | None = Field(None, alias="schema", description="DTD or schema text (optional)")
-    rate: float | None = Field(None, gt=0, description="expected messages per second")
-    size: int | None = Field(None, gt=0, description="expected message size in bytes")
+    schema_text: str | None = Field(None, alias="schema", description="DTD or XML Schema text (optional)",
+                                    json_schema_extra={"format": "onyx-schema"})
+    rate: JsonFloat | None = Field(None, gt=0, description="expected messages per second")
+    size: JsonInt | None = Field(None, gt=0, le=MAX_SIZE, description="expected message size in bytes")
     root_broker: str | None = Field(None, description="root broker to use (default: least-used broker)")
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _whole_size(cls, v: Any) -> Any:
+        return _whole(v)
 
 
 class SourceOut(BaseModel):
@@ -71,27 +140,30 @@ class SourceOut(BaseModel):
 
 
 class Delivery(BaseModel):
-    topic: str | None = Field(None, description="Kafka topic for deliveries (default: the subscriber's own "
-                              "onyx.deliver.<subscriber id>). A topic you name becomes yours: it must lie outside "
-                              "the overlay's onyx.* topics (422) and not belong to another subscriber (409)")
+    topic: Annotated[str, WithJsonSchema(_TOPIC_SCHEMA)] | None = Field(
+        None, description="Kafka topic for deliveries (default: the subscriber's own onyx.deliver.<subscriber id>). "
+                          "A topic you name becomes yours: it must lie outside the overlay's onyx.* topics (422) and "
+                          "not belong to another subscriber (409)")
 
     @field_validator("topic")
     @classmethod
     def _legal_topic(cls, v: str | None) -> str | None:
-        if v is not None and not _TOPIC.match(v):
-            raise ValueError("a Kafka topic name has 1-249 characters from letters, digits, '.', '_' and '-'")
+        if v is not None and (not _TOPIC.match(v) or v in (".", "..")):
+            raise ValueError("a Kafka topic name has 1-249 characters from letters, digits, '.', '_' and '-', "
+                             "and is not '.' or '..'")
         return v
 
 
 class ProfileIn(BaseModel):
-    text: str = Field(min_length=1, max_length=MAX_PROFILE_CHARS, description="XPath filter or FLWR query")
+    text: str = Field(min_length=1, max_length=MAX_PROFILE_CHARS, description="XPath filter or FLWR query",
+                      json_schema_extra={"format": "onyx-profile"})
     delivery: Delivery | None = None
     near: str | None = Field(None, description="broker the subscriber is close to (placement hint)")
-    location: tuple[float, float] | None = Field(None, description="subscriber coordinates (placement hint)")
+    location: tuple[JsonFloat, JsonFloat] | None = Field(None, description="subscriber coordinates (placement hint)")
 
 
 class ProfileUpdate(BaseModel):
-    text: str = Field(min_length=1, max_length=MAX_PROFILE_CHARS)
+    text: str = Field(min_length=1, max_length=MAX_PROFILE_CHARS, json_schema_extra={"format": "onyx-profile"})
     delivery: Delivery | None = None
 
 
@@ -114,21 +186,21 @@ _BATCH_EXAMPLE = {"profiles": [
 ]}
 
 
+def _any_item(model: str, what: str) -> WithJsonSchema:
+    """The schema of a list item checked on its own (a bad item is refused alone, in the
+    results, and the request still succeeds): ``model``, or any other JSON value."""
+    return WithJsonSchema({"anyOf": [{"$ref": f"#/components/schemas/{model}"},
+                                     {"description": f"anything that is not {what} is refused alone: its result has "
+                                                     "status 422 and error"}]})
+
+
 class ProfileBatchIn(BaseModel):
     model_config = {"json_schema_extra": {"examples": [_BATCH_EXAMPLE]}}
 
-    # Items are checked one by one (a bad item is refused alone, in the results), so the
-    # list takes any JSON value; the schema shows what each item is: a POST /profiles body.
-    profiles: list[Annotated[Any, WithJsonSchema({"$ref": "#/components/schemas/ProfileIn"})]] = Field(
+    profiles: list[Annotated[Any, _any_item("ProfileIn", "a POST /profiles body")]] = Field(
         min_length=1, max_length=MAX_BATCH,
         description=f"1 to {MAX_BATCH:,} profiles, each what POST /profiles takes (text, optional delivery, near, "
                     "location); registered all together, except the ones refused")
-
-
-class ItemError(BaseModel):
-    detail: str = Field(description="why the item was refused (as POST /profiles would answer)")
-    column: int | None = Field(None, description="for a profile the parser refuses: the 1-based column in its "
-                               "text where the offending construct starts")
 
 
 class BatchItem(BaseModel):
@@ -140,7 +212,7 @@ class BatchItem(BaseModel):
     profile: ProfileRegistered | None = Field(None, description="the registered profile (status 201): the fields "
                                               "of POST /profiles' answer; the subscriber_token is given once, "
                                               "at the top level")
-    error: ItemError | None = Field(None, description="why it was refused (status 409 or 422)")
+    error: Error | None = Field(None, description="why it was refused (status 409 or 422)")
 
 
 class ProfileBatchRegistered(BaseModel):
@@ -189,7 +261,7 @@ class ProfileChange(BaseModel):
                                             "delete: as DELETE /profiles/{id}")
     profile_id: str = Field(min_length=1, max_length=200)
     text: str | None = Field(None, min_length=1, max_length=MAX_PROFILE_CHARS,
-                             description="the new text (update only)")
+                             description="the new text (update only)", json_schema_extra={"format": "onyx-profile"})
     token: str | None = Field(None, description=f"the profile's token; not needed when the request's "
                               f"{SUBSCRIBER_TOKEN_HEADER} is the one of the subscriber owning the profile")
 
@@ -199,8 +271,7 @@ class ProfileChangesIn(BaseModel):
         {"op": "update", "profile_id": "5b0c8a1f2e3d4c5b", "text": "/nitf[head/pubdata/@edition.area='LA']"},
         {"op": "delete", "profile_id": "9d8e7f6a5b4c3d2e"}]}]}}
 
-    # Checked one by one, like POST /profiles:batch's items (a bad one is refused alone).
-    changes: list[Annotated[Any, WithJsonSchema({"$ref": "#/components/schemas/ProfileChange"})]] = Field(
+    changes: list[Annotated[Any, _any_item("ProfileChange", "a change")]] = Field(
         min_length=1, max_length=MAX_BATCH,
         description=f"1 to {MAX_BATCH:,} changes, applied in order (a profile may change more than once)")
 
@@ -208,10 +279,11 @@ class ProfileChangesIn(BaseModel):
 class ChangeItem(BaseModel):
     index: int = Field(description="the change's position in the request (0-based)")
     status: int = Field(description="200: updated (profile); 204: deleted; otherwise what PUT or DELETE "
-                        "/profiles/{id} would have answered for this change alone: 401 (no token), 403 (wrong "
-                        "token), 404 (no such profile), 422 (not a profile, a bad field), with error")
+                        "/profiles/{id} would have answered for this change alone: 401 (no token, or one no "
+                        "profile has), 403 (another profile's token), 404 (no such profile), 422 (not a profile, a "
+                        "bad field), with error")
     profile: ProfileView | None = Field(None, description="the profile as updated (status 200)")
-    error: ItemError | None = None
+    error: Error | None = None
 
 
 class ProfileChangesApplied(BaseModel):
@@ -228,6 +300,12 @@ class BrokerView(BaseModel):
     sources: list[str]
 
 
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    database: str = Field(description="ok, or why the database cannot be reached")
+    brokers: int | None = Field(None, description="brokers of the overlay (when ok)")
+
+
 def validate_profile(text: str) -> None:
     """Raise :class:`ProfileError` unless the engine accepts ``text``: the parser alone
     (:func:`yfilter.validate`), no engine is built."""
@@ -239,18 +317,32 @@ def _slug(name: str) -> str:
     return slug or "source"
 
 
-def _token(x_onyx_token: str | None, authorization: str | None) -> str:
-    if x_onyx_token:
-        return x_onyx_token
-    if authorization and authorization.lower().startswith("bearer "):
-        return authorization[7:].strip()
-    raise HTTPException(401, "this needs the profile's token: send it as X-Onyx-Token or Authorization: Bearer")
+def _token(header: str | None, bearer: HTTPAuthorizationCredentials | None) -> str:
+    """The profile's token from X-Onyx-Token or Authorization: Bearer, or 401."""
+    if header:
+        return header
+    if bearer is not None and bearer.credentials:
+        return bearer.credentials
+    raise HTTPException(401, f"this needs the profile's token: send it as {PROFILE_TOKEN_HEADER} or "
+                             "Authorization: Bearer")
+
+
+def _problems(errors: Sequence[Mapping[str, Any]]) -> str:
+    """Validation complaints (pydantic's, or FastAPI's for a request) as one line
+    (``delivery.topic: ...``)."""
+    out = []
+    for e in errors:
+        loc = [str(x) for x in e.get("loc", ())]
+        if e.get("type") == "json_invalid":  # FastAPI: loc is ("body", the character where JSON broke)
+            out.append(f"the body is not JSON: {e.get('ctx', {}).get('error', e['msg'])} at character {loc[-1]}")
+        else:
+            out.append((".".join(loc) + ": " if loc else "") + e["msg"])
+    return "; ".join(out)
 
 
 def _schema_problem(exc: ValidationError) -> str:
-    """A request model's complaints as one line (``delivery.topic: ...``)."""
-    return "; ".join((".".join(str(x) for x in e["loc"]) + ": " if e["loc"] else "") + e["msg"]
-                     for e in exc.errors(include_url=False))
+    """A request model's complaints as one line."""
+    return _problems(exc.errors(include_url=False))
 
 
 def _lap(timing: dict[str, float], stage: str, since: float) -> float:
@@ -261,7 +353,7 @@ def _lap(timing: dict[str, float], stage: str, since: float) -> float:
 
 
 def _refused(index: int, status: int, detail: str, column: int | None = None) -> BatchItem:
-    return BatchItem(index=index, status=status, error=ItemError(detail=detail, column=column))
+    return BatchItem(index=index, status=status, error=Error(detail=detail, column=column))
 
 
 class PlacementLoad:
@@ -286,25 +378,6 @@ class PlacementLoad:
         """``n`` profiles more (or fewer) on ``broker``, committed."""
         if self._counts is not None:
             self._counts[broker] = self._counts.get(broker, 0) + n
-
-
-class BodyLimit:
-    """Refuses a request to ``path`` whose Content-Length exceeds ``limit`` bytes with
-    413, before its body is read (pure ASGI, so other requests pay nothing)."""
-
-    def __init__(self, app, path: str, limit: int) -> None:
-        self.app, self.path, self.limit = app, path, limit
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http" and scope["path"] == self.path:
-            length = dict(scope["headers"]).get(b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.limit:
-                response = JSONResponse(status_code=413, content={
-                    "detail": f"the body has {int(length):,} bytes, more than {self.limit:,}: send fewer profiles "
-                              "per request"})
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class MoveView(BaseModel):
@@ -336,12 +409,86 @@ def refuse_internal_profiles(store: Store, sender: Sender) -> list[tuple[Profile
     return refused
 
 
+_NOT_JSON = "the body is not JSON text in UTF-8: nothing was changed"
+_FASTAPI_UNREADABLE = "There was an error parsing the body"  # FastAPI's 400 for a body it cannot decode
+_UNAVAILABLE = "Kafka or the database failed: nothing was changed, try again"
+_RATE = ("the subscriber registered, updated or deleted more profiles than the service allows in this time (see "
+         "the description): nothing was changed; retry after Retry-After seconds, or send fewer at a time")
+_UNKNOWN_SUBSCRIBER = f"unknown {SUBSCRIBER_TOKEN_HEADER}: nothing was changed"
+
+
+def _too_large(limit: int) -> str:
+    return (f"a body of more than {limit:,} bytes, refused before it is read (or as soon as it passes the limit): "
+            "nothing was changed")
+
+
+def _errors(spec: Mapping[int, str]) -> dict[int | str, dict[str, Any]]:
+    """``responses`` of an operation: each error status with its description and the
+    :class:`Error` body (a 429 also with its ``Retry-After`` header)."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for status, text in spec.items():
+        out[status] = {"model": Error, "description": text}
+        if status == 429:
+            out[status]["headers"] = {"Retry-After": {"description": "seconds after which the request can succeed",
+                                                      "schema": {"type": "integer", "minimum": 1}}}
+    return out
+
+
+def _links(source: str, profile_id: str, token: str) -> dict[str, Any]:
+    """OpenAPI links from an answer naming a profile and its token to what can be done with it."""
+    ref = {"profile_id": profile_id}
+    auth = {**ref, f"header.{PROFILE_TOKEN_HEADER}": token}
+    return {"responses": {source: {"links": {
+        "GetProfile": {"operationId": "get_profile", "parameters": ref,
+                       "description": "the profile just registered"},
+        "UpdateProfile": {"operationId": "update_profile", "parameters": auth,
+                          "description": "replace its text, with its token"},
+        "DeleteProfile": {"operationId": "delete_profile", "parameters": auth,
+                          "description": "delete it, with its token"}}}}}
+
+
+_OPTIONAL_SUBSCRIBER = {"security": [{}]}  # added to the SubscriberToken requirement: the token is optional
+
+
+def _describe(app: FastAPI, overlay: Overlay, limits: str) -> None:
+    """Complete what FastAPI derives from the endpoints: the models only lists refer to
+    (``ProfileChange``), the brokers ``near`` and ``root_broker`` may name, no trace of
+    FastAPI's own validation-error body (every 422 is an :class:`Error`), the limits."""
+    derive = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = derive()
+        schemas = spec["components"]["schemas"]
+        schemas["ProfileChange"] = ProfileChange.model_json_schema(ref_template="#/components/schemas/{model}")
+        brokers = {"anyOf": [{"type": "string", "enum": list(overlay.brokers)}, {"type": "null"}]}
+        for model, field in (("ProfileIn", "near"), ("SourceIn", "root_broker")):
+            prop = schemas[model]["properties"][field]
+            prop.pop("anyOf", None)
+            prop.update(brokers)
+        for path in spec["paths"].values():
+            for operation in path.values():
+                answer = operation.get("responses", {}).get("422")
+                if answer and "HTTPValidationError" in str(answer):  # FastAPI's default, for path parameters
+                    del operation["responses"]["422"]
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        spec["info"]["description"] += "\n\n**Limits.** " + limits
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest",
-               admin_token: str | None = None, topic_admin: TopicAdmin | None = None) -> FastAPI:
+               admin_token: str | None = None, topic_admin: TopicAdmin | None = None,
+               rate_limit: RateLimiter | None = None) -> FastAPI:
     """The registration service over a store, an overlay and a packet sender;
     ``placement`` names the host-choice strategy, ``admin_token`` enables the operator
     endpoint ``POST /rebalance``, ``topic_admin`` creates delivery topics as they are
-    handed out (default: none are created)."""
+    handed out (default: none are created), ``rate_limit`` limits the profiles each
+    subscriber registers, updates and deletes (default: ONYX_REGISTRATION_RATE and
+    ONYX_REGISTRATION_BURST)."""
     refuse_internal_profiles(store, sender)
     subscribers = Subscribers(store, topic_admin or NoTopicAdmin(), taken=overlay.brokers)
     tuning = PlacementOptions(partitions_per_broker=config.PEP_PARTITIONS_PER_BROKER, tolerance=config.PEP_TOLERANCE)
@@ -349,9 +496,18 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     placer.restore((p.id, p.text, p.host_broker) for p in store.list_profiles())
     placing = threading.Lock()  # requests run in a thread pool; strategies keep state
     load = PlacementLoad(store)
+    limiter = rate_limit or RateLimiter.from_config()
+    limits = (f"A request body may have up to {MAX_BATCH_BYTES:,} bytes for {BATCH_PATH} and {CHANGES_PATH} "
+              f"(1 to {MAX_BATCH:,} profiles or changes), {MAX_BODY_BYTES:,} for every other operation; a profile's "
+              f"text up to {MAX_PROFILE_CHARS:,} characters. A larger body is refused with 413. "
+              + limiter.describe())
     app = FastAPI(title="Onyx registration service", version="0.1.0",
-                  description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay.")
-    app.add_middleware(BodyLimit, path=BATCH_PATH, limit=MAX_BATCH_BYTES)
+                  description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay. "
+                              "Every error answer is a JSON object with a `detail` (what went wrong, what to do) and, "
+                              "for a profile the parser refuses, the `column` where the problem starts.")
+    _describe(app, overlay, limits)
+    app.add_middleware(BodyLimit, default=MAX_BODY_BYTES, limits={BATCH_PATH: MAX_BATCH_BYTES,
+                                                                  CHANGES_PATH: MAX_BATCH_BYTES})
     known_sources = {s.id for s in store.list_sources()}
     for source_id, root in sorted(overlay.sources.items()):
         if source_id not in known_sources:
@@ -362,52 +518,115 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     for s in store.list_sources():
         overlay.sources.setdefault(s.id, s.root_broker)
 
+    def error(status: int, detail: str, column: int | None = None,
+              headers: Mapping[str, str] | None = None) -> JSONResponse:
+        body: dict[str, Any] = {"detail": detail}
+        if column is not None:
+            body["column"] = column
+        return JSONResponse(status_code=status, content=body, headers=headers)
+
+    def allowed(path: str) -> str:
+        """The methods some route of ``path`` takes (Starlette's 405 names one route's only)."""
+        return ", ".join(sorted({m for r in app.routes if isinstance(r, Route) and r.methods
+                                 and r.path_regex.match(path) for m in r.methods}))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = _NOT_JSON if exc.status_code == 400 and exc.detail == _FASTAPI_UNREADABLE else str(exc.detail)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed(request.url.path)
+        return error(exc.status_code, detail, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(422, _problems(exc.errors()) + ": nothing was changed")
+
     @app.exception_handler(ProfileError)
     async def _profile_error(_: Request, exc: ProfileError) -> JSONResponse:
-        return JSONResponse(status_code=422, content={"detail": str(exc), "column": exc.column})
+        return error(422, str(exc), exc.column)
 
     @app.exception_handler(PlacementError)
     async def _placement_error(_: Request, exc: PlacementError) -> JSONResponse:
-        return JSONResponse(status_code=422, content={"detail": str(exc)})
+        return error(422, str(exc))
 
     @app.exception_handler(PacketSendError)
     async def _kafka_down(_: Request, exc: PacketSendError) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"detail": f"{exc}; nothing was changed, try again"})
+        return error(503, f"{exc}; nothing was changed, try again")
+
+    @app.exception_handler(OperationalError)
+    async def _database_down(_: Request, exc: OperationalError) -> JSONResponse:
+        log.warning("database failure: %s", exc)
+        return error(503, f"the database failed ({str(exc.orig)[:200]}); nothing was changed, try again")
 
     @app.exception_handler(DuplicateError)
     async def _duplicate(_: Request, exc: DuplicateError) -> JSONResponse:
-        return JSONResponse(status_code=409, content={"detail": str(exc)})
+        return error(409, str(exc))
 
     @app.exception_handler(SubscriberError)
     async def _subscriber_error(_: Request, exc: SubscriberError) -> JSONResponse:
-        status = 401 if isinstance(exc, UnknownSubscriberError) else 422
-        return JSONResponse(status_code=status, content={"detail": str(exc)})
+        return error(401 if isinstance(exc, UnknownSubscriberError) else 422, str(exc))
 
     @app.exception_handler(TopicAdminError)
     async def _topic_admin_error(_: Request, exc: TopicAdminError) -> JSONResponse:
         if isinstance(exc, TopicRefusedError):
-            return JSONResponse(status_code=422, content={"detail": str(exc)})
-        return JSONResponse(status_code=503, content={"detail": f"{exc}; nothing was changed, try again"})
+            return error(422, str(exc))
+        return error(503, f"{exc}; nothing was changed, try again")
 
-    def authorized(profile_id: str, token: str) -> ProfileRecord:
-        record = store.profile(profile_id)
+    @app.exception_handler(RateLimited)
+    async def _rate_limited(_: Request, exc: RateLimited) -> JSONResponse:
+        return error(429, exc.detail, headers={"Retry-After": exc.retry_after_header})
+
+    def check_token(profile_id: str, token: str, record: ProfileRecord | None) -> None:
+        """Return if ``token`` lets its bearer change profile ``profile_id`` (``record``: the
+        profile as it is now, or None): the token first (a profile's token names its
+        profile), then the profile; else raise the HTTPException PUT or DELETE answers."""
+        if record is not None and store.token_matches(profile_id, token):
+            return
+        holder = store.profile_of_token(token)
+        if holder is None:
+            raise HTTPException(401, "no profile has this token (it was never issued, or its profile was deleted): "
+                                     "send the token the profile's registration returned")
         if record is None:
             raise HTTPException(404, f"no profile {profile_id!r}")
-        if not store.token_matches(profile_id, token):
-            raise HTTPException(403, "wrong token for this profile")
+        raise HTTPException(403, "this is another profile's token: send the one this profile was registered with")
+
+    def authorized(profile_id: str, token: str) -> ProfileRecord:
+        """The profile, if ``token`` is its token (see check_token)."""
+        record = store.profile(profile_id)
+        check_token(profile_id, token, record)
+        assert record is not None
         return record
 
-    @app.post("/sources", response_model=SourceOut, status_code=201, summary="Register a data source")
+    def owner_of(token: str | None) -> str | None:
+        """The subscriber whose token came with the request (401 if none has it), or None."""
+        return subscribers.authenticate(token).id if token else None
+
+    profile_errors = {400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER,
+                      409: "the delivery topic belongs to another subscriber: nothing was registered",
+                      413: _too_large(MAX_BODY_BYTES),
+                      422: "not a profile (with the column where the parser stopped), a bad or missing field, a "
+                           "delivery topic of the overlay or one Kafka refuses, or an unknown broker in near: "
+                           "nothing was registered",
+                      429: _RATE, 503: _UNAVAILABLE}
+
+    @app.post("/sources", response_model=SourceOut, status_code=201, summary="Register a data source",
+              operation_id="register_source",
+              responses=_errors({400: _NOT_JSON, 409: "a source with this name (id) is already registered",
+                                 413: _too_large(MAX_BODY_BYTES),
+                                 422: "a bad or missing field, an unknown root broker, or a schema that is neither "
+                                      "a DTD nor an XML Schema: nothing was registered",
+                                 503: _UNAVAILABLE}))
     def register_source(body: SourceIn) -> SourceOut:
         if body.root_broker is not None and body.root_broker not in overlay.graph:
             raise HTTPException(422, f"unknown root broker {body.root_broker!r}; brokers: {overlay.brokers}")
         source_id = _slug(body.name)
         if store.source(source_id) is not None:
             raise HTTPException(409, f"a source with id {source_id!r} is already registered")
-        load = {b: 0 for b in overlay.brokers}
+        used = {b: 0 for b in overlay.brokers}
         for s in store.list_sources():
-            load[s.root_broker] = load.get(s.root_broker, 0) + 1
-        root = body.root_broker or min(overlay.brokers, key=lambda b: (load[b], b))
+            used[s.root_broker] = used.get(s.root_broker, 0) + 1
+        root = body.root_broker or min(overlay.brokers, key=lambda b: (used[b], b))
         record = SourceRecord(source_id, body.name, root, body.schema_text, body.rate, body.size)
         try:
             source_dictionary(record)
@@ -420,7 +639,11 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         return SourceOut(source_id=source_id, root_broker=root, topic=topics.source_topic(source_id))
 
     @app.post("/subscribers", response_model=SubscriberRegistered, status_code=201,
-              summary="Register a subscriber")
+              summary="Register a subscriber", operation_id="register_subscriber",
+              responses=_errors({503: _UNAVAILABLE}),
+              openapi_extra={"responses": {"201": {"links": {"RegisterProfile": {
+                  "operationId": "register_profile", "description": "register a profile of this subscriber",
+                  "parameters": {f"header.{SUBSCRIBER_TOKEN_HEADER}": "$response.body#/token"}}}}}})
     def register_subscriber() -> SubscriberRegistered:
         """A new subscriber: its id, its token (send it as X-Onyx-Subscriber-Token with its
         profiles) and its own delivery topic, created in Kafka before this returns."""
@@ -430,17 +653,20 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         return SubscriberRegistered(subscriber_id=new.id, token=new.token, delivery_topic=new.delivery_topic)
 
     @app.post("/profiles", response_model=ProfileRegistered, response_model_exclude_none=True, status_code=201,
-              summary="Register a profile")
-    def register_profile(body: ProfileIn, x_onyx_subscriber_token: Annotated[
-            str | None, Header(description="the subscriber's token; without it a new subscriber is created "
-                                           "and returned (subscriber_id, subscriber_token)")] = None,
+              summary="Register a profile", operation_id="register_profile", responses=_errors(profile_errors),
+              openapi_extra={**_OPTIONAL_SUBSCRIBER, **_links("201", "$response.body#/profile_id",
+                                                             "$response.body#/token")})
+    def register_profile(body: ProfileIn,
+                         subscriber_token: SubscriberTokenHeader = None,
                          ) -> ProfileRegistered:
         """Register a profile of the subscriber whose token is in X-Onyx-Subscriber-Token
-        (or of a new subscriber). Deliveries are Kafka records on ``delivery_topic``
-        keyed by ``profile_id``, with the message id in the ``onyx-message-id`` header."""
+        (or of a new subscriber, created with it and returned: subscriber_id,
+        subscriber_token). Deliveries are Kafka records on ``delivery_topic`` keyed by
+        ``profile_id``, with the message id in the ``onyx-message-id`` header."""
+        owner = owner_of(subscriber_token)
+        limiter.charge(owner, 1)
         validate_profile(body.text)
         requested = body.delivery.topic if body.delivery else None
-        owner = subscribers.authenticate(x_onyx_subscriber_token).id if x_onyx_subscriber_token else None
         subscriber_id = owner or subscribers.new_id()
         subscribers.check_topic(subscriber_id, requested)  # refused before anything is stored
         profile_id = uuid.uuid4().hex[:16]
@@ -464,15 +690,15 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                  subscriber_id=subscriber_id, subscriber_token=new.token if new else None)
 
     @app.post(BATCH_PATH, response_model=ProfileBatchRegistered, response_model_exclude_none=True,
-              summary="Register many profiles at once",
-              responses={401: {"description": "unknown subscriber token: nothing registered"},
-                         413: {"description": f"a body of more than {MAX_BATCH_BYTES:,} bytes: nothing registered"},
-                         422: {"description": f"not a JSON object with a list of 1 to {MAX_BATCH:,} profiles: "
-                                              "nothing registered (a bad item is refused alone, in the results)"},
-                         503: {"description": "Kafka or the database failed: nothing registered, try again"}})
-    def register_profiles(body: ProfileBatchIn, x_onyx_subscriber_token: Annotated[
-            str | None, Header(description="the subscriber's token; without it one new subscriber is created for "
-                                           "the batch and returned (subscriber_id, subscriber_token)")] = None,
+              summary="Register many profiles at once", operation_id="register_profiles",
+              responses=_errors({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
+                                 422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} profiles: nothing "
+                                      "registered (a bad item is refused alone, in the results)",
+                                 429: _RATE, 503: _UNAVAILABLE}),
+              openapi_extra={**_OPTIONAL_SUBSCRIBER, **_links("200", "$response.body#/results/0/profile/profile_id",
+                                                             "$response.body#/results/0/profile/token")})
+    def register_profiles(body: ProfileBatchIn,
+                          subscriber_token: SubscriberTokenHeader = None,
                           ) -> JSONResponse:
         """Register up to 10,000 profiles of one subscriber (the one whose token is in
         X-Onyx-Subscriber-Token, or one new subscriber for all of them), each item as
@@ -483,11 +709,13 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         others are stored in one database transaction and sent to their host brokers as
         one batch of query packets. The whole request fails, and nothing is registered,
         only for an unknown subscriber token (401), a body that is not a list of 1 to
-        10,000 items (422) or larger than 64 MiB (413), and a failure of Kafka or the
-        database (503). The ``Server-Timing`` header tells where the time went (check,
-        place, topics, insert, kafka, commit, answer; milliseconds)."""
+        10,000 items (422) or larger than 64 MiB (413), a subscriber over its rate (429),
+        and a failure of Kafka or the database (503). The ``Server-Timing`` header tells
+        where the time went (check, place, topics, insert, kafka, commit, answer;
+        milliseconds)."""
         timing, t0 = {}, time.perf_counter()
-        owner = subscribers.authenticate(x_onyx_subscriber_token).id if x_onyx_subscriber_token else None
+        owner = owner_of(subscriber_token)
+        limiter.charge(owner, len(body.profiles))
         subscriber_id = owner or subscribers.new_id()
         results: list[BatchItem | None] = [None] * len(body.profiles)
         checked: list[tuple[int, ProfileIn]] = []
@@ -576,18 +804,31 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         response.headers["Server-Timing"] = ", ".join(f"{k};dur={v * 1e3:.1f}" for k, v in timing.items())
         return response
 
-    @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile")
+    @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile",
+             operation_id="get_profile", responses=_errors({404: "no such profile", 503: _UNAVAILABLE}))
     def get_profile(profile_id: str) -> ProfileView:
         record = store.profile(profile_id)
         if record is None:
             raise HTTPException(404, f"no profile {profile_id!r}")
         return _view(record)
 
-    @app.put("/profiles/{profile_id}", response_model=ProfileView, summary="Replace a profile's text")
-    def update_profile(profile_id: str, body: ProfileUpdate,
-                       x_onyx_token: Annotated[str | None, Header()] = None,
-                       authorization: Annotated[str | None, Header()] = None) -> ProfileView:
-        old = authorized(profile_id, _token(x_onyx_token, authorization))
+    token_errors = {401: f"no token (send the profile's token as {PROFILE_TOKEN_HEADER} or Authorization: Bearer), "
+                         "or one no profile has (never issued, or its profile was deleted)",
+                    403: "another profile's token", 404: "no such profile (with a token some profile has)"}
+
+    @app.put("/profiles/{profile_id}", response_model=ProfileView, summary="Replace a profile's text",
+             operation_id="update_profile",
+             responses=_errors({400: _NOT_JSON, **token_errors,
+                                409: "the delivery topic belongs to another subscriber: nothing was changed",
+                                413: _too_large(MAX_BODY_BYTES),
+                                422: "not a profile (with the column where the parser stopped), a bad or missing "
+                                     "field, or a delivery topic of the overlay or one Kafka refuses: the profile "
+                                     "stays as it was",
+                                429: _RATE, 503: _UNAVAILABLE}))
+    def update_profile(profile_id: str, body: ProfileUpdate, x_onyx_token: ProfileTokenHeader = None,
+                       bearer: ProfileBearer = None) -> ProfileView:
+        old = authorized(profile_id, _token(x_onyx_token, bearer))
+        limiter.charge(old.subscriber_id, 1)
         validate_profile(body.text)
         requested = body.delivery.topic if body.delivery else None
         if requested is not None and requested != old.delivery_topic:
@@ -604,11 +845,11 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             announce_profile(sender, "update", record)
         return _view(record)
 
-    @app.delete("/profiles/{profile_id}", status_code=204, summary="Delete a profile")
-    def delete_profile(profile_id: str,
-                       x_onyx_token: Annotated[str | None, Header()] = None,
-                       authorization: Annotated[str | None, Header()] = None) -> None:
-        old = authorized(profile_id, _token(x_onyx_token, authorization))
+    @app.delete("/profiles/{profile_id}", status_code=204, summary="Delete a profile", operation_id="delete_profile",
+                responses=_errors({**token_errors, 429: _RATE, 503: _UNAVAILABLE}))
+    def delete_profile(profile_id: str, x_onyx_token: ProfileTokenHeader = None, bearer: ProfileBearer = None) -> None:
+        old = authorized(profile_id, _token(x_onyx_token, bearer))
+        limiter.charge(old.subscriber_id, 1)
         record = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1,
                                old.subscriber_id)
         with placing:
@@ -619,23 +860,26 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             load.add(old.host_broker, -1)
 
     @app.post(CHANGES_PATH, response_model=ProfileChangesApplied, response_model_exclude_none=True,
-              summary="Update and delete many profiles at once",
-              responses={401: {"description": "unknown subscriber token: nothing changed"},
-                         422: {"description": f"not a JSON object with a list of 1 to {MAX_BATCH:,} changes: "
-                                              "nothing changed (a bad change is refused alone, in the results)"},
-                         503: {"description": "Kafka or the database failed: nothing changed, try again"}})
-    def change_profiles(body: ProfileChangesIn, x_onyx_subscriber_token: Annotated[
-            str | None, Header(description="a subscriber's token: authorizes changes of its own profiles "
-                                           "(other changes need the profile's token in the change)")] = None,
+              summary="Update and delete many profiles at once", operation_id="change_profiles",
+              responses=_errors({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
+                                 422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} changes: nothing "
+                                      "changed (a bad change is refused alone, in the results)",
+                                 429: _RATE, 503: _UNAVAILABLE}),
+              openapi_extra=_OPTIONAL_SUBSCRIBER)
+    def change_profiles(body: ProfileChangesIn,
+                        subscriber_token: SubscriberTokenHeader = None,
                         ) -> JSONResponse:
         """Apply up to 10,000 updates and deletions, in order, each as ``PUT`` or ``DELETE
         /profiles/{id}`` would: the answer is **200** with one result per change (200 and
         the updated profile, 204 deleted, or the status the single endpoint would have
-        answered and its ``error``). A refused change changes nothing; the others are
-        stored in one database transaction and sent to their host brokers as one batch of
-        query packets. A client changing profiles at a high rate sends them here in small
-        batches (``bench.churn`` at 1,000 changes/s sends one request every 100 ms)."""
-        owner = subscribers.authenticate(x_onyx_subscriber_token).id if x_onyx_subscriber_token else None
+        answered and its ``error``). A change is authorized by the profile's ``token`` in
+        it, or, for the subscriber's own profiles, by X-Onyx-Subscriber-Token. A refused
+        change changes nothing; the others are stored in one database transaction and
+        sent to their host brokers as one batch of query packets. A client changing
+        profiles at a high rate sends them here in small batches (``bench.churn`` at
+        1,000 changes/s sends one request every 100 ms)."""
+        owner = owner_of(subscriber_token)
+        limiter.charge(owner, len(body.changes))
         results: list[ChangeItem | None] = [None] * len(body.changes)
         current: dict[str, ProfileRecord | None] = {}  # the profiles as this request left them so far
         made: list[tuple[int, str, ProfileRecord]] = []
@@ -648,22 +892,22 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                     validate_profile(change.text)
                 pid = change.profile_id
                 old = current[pid] if pid in current else store.profile(pid)
-                if old is None:
+                if change.token:
+                    if not (owner is not None and old is not None and old.subscriber_id == owner):
+                        check_token(pid, change.token, old)
+                elif old is None:
                     raise HTTPException(404, f"no profile {pid!r}")
-                if not (owner is not None and old.subscriber_id == owner):
-                    if not change.token:
-                        raise HTTPException(401, "this change needs the profile's token (token) or its "
-                                                 f"subscriber's ({SUBSCRIBER_TOKEN_HEADER})")
-                    if not store.token_matches(pid, change.token):
-                        raise HTTPException(403, "wrong token for this profile")
+                elif owner is None or old.subscriber_id != owner:
+                    raise HTTPException(401, "this change needs the profile's token (token) or its "
+                                             f"subscriber's ({SUBSCRIBER_TOKEN_HEADER})")
             except ValidationError as exc:
-                results[i] = ChangeItem(index=i, status=422, error=ItemError(detail=_schema_problem(exc)))
+                results[i] = ChangeItem(index=i, status=422, error=Error(detail=_schema_problem(exc)))
                 continue
             except ProfileError as exc:
-                results[i] = ChangeItem(index=i, status=422, error=ItemError(detail=str(exc), column=exc.column))
+                results[i] = ChangeItem(index=i, status=422, error=Error(detail=str(exc), column=exc.column))
                 continue
             except HTTPException as exc:
-                results[i] = ChangeItem(index=i, status=exc.status_code, error=ItemError(detail=exc.detail))
+                results[i] = ChangeItem(index=i, status=exc.status_code, error=Error(detail=exc.detail))
                 continue
             text = change.text if change.op == "update" else old.text
             record = ProfileRecord(old.id, text, old.host_broker, old.delivery_topic, old.version + 1,
@@ -688,8 +932,14 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         out = ProfileChangesApplied(applied=len(made), failed=len(results) - len(made), results=results)
         return JSONResponse(out.model_dump(mode="json", exclude_none=True))
 
-    @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)")
-    def rebalance(x_onyx_admin_token: Annotated[str | None, Header()] = None) -> list[MoveView]:
+    @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)",
+              operation_id="rebalance",
+              responses=_errors({401: f"no operator token, or not the one the service was started with "
+                                      f"({ADMIN_TOKEN_HEADER})",
+                                 403: "operator endpoints are disabled (the service was started without "
+                                      "ONYX_ADMIN_TOKEN)",
+                                 503: _UNAVAILABLE}))
+    def rebalance(x_onyx_admin_token: AdminTokenHeader = None) -> list[MoveView]:
         """Ask the placement strategy for a better placement of the registered profiles
         and move them: each moved profile is deleted at its old host and added at its
         new one (two versions, so every broker applies them in the right order); its
@@ -697,7 +947,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         if admin_token is None:
             raise HTTPException(403, "operator endpoints are disabled: start the service with ONYX_ADMIN_TOKEN set")
         if x_onyx_admin_token is None or not secrets.compare_digest(x_onyx_admin_token, admin_token):
-            raise HTTPException(401, "this needs the operator token in X-Onyx-Admin-Token")
+            raise HTTPException(401, f"this needs the operator token in {ADMIN_TOKEN_HEADER}")
         done = []
         with placing:
             for move in placer.rebalance():
@@ -717,7 +967,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 done.append(MoveView(**move._asdict()))
         return done
 
-    @app.get("/brokers", response_model=list[BrokerView], summary="The brokers of the overlay")
+    @app.get("/brokers", response_model=list[BrokerView], summary="The brokers of the overlay",
+             operation_id="list_brokers", responses=_errors({503: _UNAVAILABLE}))
     def list_brokers() -> list[BrokerView]:
         counts = store.profile_counts()
         return [BrokerView(broker_id=b, topic=topics.broker_topic(b), profiles=counts.get(b, 0),
@@ -725,7 +976,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                            sources=sorted(s for s, r in overlay.sources.items() if r == b))
                 for b in overlay.brokers]
 
-    @app.get("/health", summary="Liveness and readiness")
+    @app.get("/health", response_model=Health, summary="Liveness and readiness", operation_id="health",
+             responses={503: {"model": Health, "description": "the database cannot be reached: not ready"}})
     def health() -> JSONResponse:
         try:
             store.ping()

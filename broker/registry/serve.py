@@ -13,6 +13,7 @@ import uvicorn
 from broker import config
 from broker.registry.app import create_app
 from broker.registry.control_packets import KafkaSender
+from broker.registry.limits import RateLimiter
 from broker.registry.recovery import announced, recover
 from broker.registry.store import Store
 from broker.registry.topic_admin import KafkaTopicAdmin
@@ -29,6 +30,8 @@ class ServiceSettings:
     port: int = config.API_PORT
     placement: str = config.PLACEMENT
     admin_token: str | None = config.ADMIN_TOKEN
+    registration_rate: float = config.REGISTRATION_RATE
+    registration_burst: int = config.REGISTRATION_BURST
 
 
 def build_app(settings: ServiceSettings):
@@ -40,7 +43,8 @@ def build_app(settings: ServiceSettings):
     admin = KafkaTopicAdmin(settings.bootstrap_servers)
     # after a crash: the brokers and the database agree again
     recover(store, sender, announced(settings.bootstrap_servers, store.identity()))
-    app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin)
+    app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin,
+                     RateLimiter(settings.registration_rate, settings.registration_burst))
     app.router.on_shutdown.extend([sender.close, admin.close])
     return app
 

@@ -58,7 +58,8 @@ profiles = Table(
     Column("text", Text, nullable=False),
     Column("host_broker", String(63), nullable=False, index=True),
     Column("delivery_topic", String(249), nullable=False),
-    Column("token_hash", String(64), nullable=False),
+    # Indexed: a profile's token names its profile (see Store.profile_of_token).
+    Column("token_hash", String(64), nullable=False, index=True),
     Column("version", Integer, nullable=False),
     Column("created", DateTime(timezone=True), nullable=False),
     Column("updated", DateTime(timezone=True), nullable=False),
@@ -297,6 +298,12 @@ class Store:
             stored = conn.execute(select(profiles.c.token_hash).where(profiles.c.id == profile_id)).scalar()
         return stored is not None and hmac.compare_digest(stored, hash_token(token))
 
+    def profile_of_token(self, token: str) -> str | None:
+        """The id of the profile whose token this is, or ``None`` (no stored profile has
+        it: never issued, or its profile was deleted); looked up by its hash."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(profiles.c.id).where(profiles.c.token_hash == hash_token(token))).scalar()
+
     def subscriber_by_token(self, token: str) -> SubscriberRecord | None:
         """The subscriber whose token this is (tokens are unique; looked up by their hash)."""
         with self.engine.connect() as conn:
@@ -346,7 +353,9 @@ class Store:
 
 def _upgrade(conn: Connection) -> None:
     """Bring a database from before subscribers up to this schema (see the module
-    docstring); does nothing to a current one. Runs inside the opening transaction."""
+    docstring), and give an older ``profiles`` table its index of token hashes; does
+    nothing to a current one. Runs inside the opening transaction."""
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_profiles_token_hash ON profiles (token_hash)"))
     if "subscriber_id" in {c["name"] for c in inspect(conn).get_columns("profiles")}:
         return
     conn.execute(text("ALTER TABLE profiles ADD COLUMN subscriber_id VARCHAR(63)"))

@@ -81,13 +81,20 @@ def test_update_and_delete_need_the_token(api):
     body = _register(client)
     pid, token = body["profile_id"], body["token"]
     assert client.put(f"/profiles/{pid}", json={"text": "/nitf"}).status_code == 401
-    assert client.put(f"/profiles/{pid}", json={"text": "/nitf"}, headers={"X-Onyx-Token": "nope"}).status_code == 403
+    # A token no profile has is no credential (401); another profile's is one, but not for this profile (403).
+    assert client.put(f"/profiles/{pid}", json={"text": "/nitf"}, headers={"X-Onyx-Token": "nope"}).status_code == 401
+    other = _register(client, "/nitf/other")["token"]
+    assert client.put(f"/profiles/{pid}", json={"text": "/nitf"}, headers={"X-Onyx-Token": other}).status_code == 403
     r = client.put(f"/profiles/{pid}", json={"text": "/nitf//hl1"}, headers={"X-Onyx-Token": token})
     assert r.status_code == 200 and r.json()["version"] == 2 and r.json()["text"] == "/nitf//hl1"
     assert client.get(f"/profiles/{pid}").json()["text"] == "/nitf//hl1"
-    assert client.delete(f"/profiles/{pid}", headers={"Authorization": "Bearer nope"}).status_code == 403
+    assert client.delete(f"/profiles/{pid}", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert client.delete(f"/profiles/{pid}", headers={"Authorization": f"Bearer {other}"}).status_code == 403
     assert client.delete(f"/profiles/{pid}", headers={"Authorization": f"Bearer {token}"}).status_code == 204
     assert client.get(f"/profiles/{pid}").status_code == 404
+    # Its token went with it; with another profile's, the answer is that there is no such profile.
+    assert client.delete(f"/profiles/{pid}", headers={"X-Onyx-Token": token}).status_code == 401
+    assert client.delete(f"/profiles/{pid}", headers={"X-Onyx-Token": other}).status_code == 404
     assert sender.sent[-1][0] == "onyx.profiles" and sender.sent[-1][1][1] is None  # tombstone
 
 

@@ -43,19 +43,20 @@ def test_changes_are_made_or_refused_in_order_with_one_packet_batch(batch_api):
         {"op": "delete", "profile_id": c["profile_id"]},                               # 2 ok
         {"op": "update", "profile_id": c["profile_id"], "text": "/c/y"},               # 3 404: deleted by 2
         {"op": "delete", "profile_id": other["profile_id"]},                           # 4 401: not its own
-        {"op": "delete", "profile_id": other["profile_id"], "token": "wrong"},         # 5 403
+        {"op": "delete", "profile_id": other["profile_id"], "token": a["token"]},      # 5 403: a's token
         {"op": "update", "profile_id": other["profile_id"], "text": "/d/z",
          "token": other["token"]},                                                     # 6 ok (the profile's token)
         {"op": "rename", "profile_id": a["profile_id"]},                               # 7 422
         {"op": "update", "profile_id": a["profile_id"]},                               # 8 422: no text
         {"op": "update", "profile_id": a["profile_id"], "text": "/a/x2"},              # 9 ok: version 3
         {"op": "delete", "profile_id": "nope"},                                        # 10 404
+        {"op": "delete", "profile_id": other["profile_id"], "token": "wrong"},         # 11 401: nobody's token
     ]
     r = _changes(client, changes, token=sub)
     assert r.status_code == 200, r.text
     out = r.json()
-    assert [x["status"] for x in out["results"]] == [200, 422, 204, 404, 401, 403, 200, 422, 422, 200, 404]
-    assert (out["applied"], out["failed"]) == (4, 7)
+    assert [x["status"] for x in out["results"]] == [200, 422, 204, 404, 401, 403, 200, 422, 422, 200, 404, 401]
+    assert (out["applied"], out["failed"]) == (4, 8)
     assert out["results"][1]["error"]["column"] == 4
     assert out["results"][9]["profile"]["version"] == 3 and out["results"][9]["profile"]["text"] == "/a/x2"
     # Stored, and sent as one batch: per change its query packet and its profile-log record.

@@ -1,0 +1,94 @@
+"""Schemathesis hooks for the registration service (loaded by ``schemathesis.toml``).
+
+* Values for the description's custom string formats, grammars JSON Schema cannot state:
+  ``onyx-profile`` (a profile's text: an XPath filter or a FLWR query) and
+  ``onyx-schema`` (a source's DTD or XML Schema). With them the requests the description
+  calls valid are ones the service must accept, so the positive checks hold it to its
+  word; the parsers' refusals are exercised by the negative cases and the unit tests.
+* The tokens of the security schemes, as the requests' credentials: a subscriber's
+  (registered with ``POST /subscribers`` once per run), the operator's (from
+  ``ONYX_CONFORMANCE_ADMIN_TOKEN``) and a profile's (see :class:`ProfileToken`). They are
+  hooks rather than ``[auth]`` settings because schemathesis drops every hook's auth
+  when the settings configure any, and a profile's token can only come from a hook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+
+from hypothesis import strategies as st
+
+import schemathesis
+
+NAMES = ("nitf", "head", "title", "body", "hl1", "p", "quote", "price", "tobject.subject")
+_name = st.sampled_from(NAMES)
+_value = st.text(alphabet="abcdefghijklmnopqrstuvwxyzSF0123456789 ", max_size=8)
+_predicate = st.one_of(
+    st.builds(lambda a, v: f"[@{a} = '{v}']", _name, _value),
+    st.builds(lambda n, x: f"[{n} >= {x}]", _name, st.integers(0, 1000)),
+    st.builds(lambda n: f"[{n}]", _name),
+)
+_step = st.builds(lambda axis, name, predicate: f"{axis}{name}{predicate}",
+                  st.sampled_from(["/", "//"]), st.one_of(_name, st.just("*")), st.one_of(st.just(""), _predicate))
+_filter = st.lists(_step, min_size=1, max_size=4).map("".join)
+_query = st.builds(lambda path, name: f"for $n in $msg{path} return <r>{{$n/{name}}}</r>", _filter, _name)
+PROFILES = st.one_of(_filter, _query)
+"""Texts ``yfilter.validate`` accepts (``tests/broker/test_api_conformance.py`` checks a sample)."""
+
+_element = st.builds("<!ELEMENT {} (#PCDATA)>".format, _name)
+_declaration = st.one_of(_element, st.builds("<!ATTLIST {} {} CDATA #IMPLIED>".format, _name, _name))
+SCHEMAS = st.builds(lambda first, rest: " ".join([first, *rest]), _element, st.lists(_declaration, max_size=4))
+"""DTDs a source may name (the test module checks a sample with the service's own check)."""
+
+schemathesis.openapi.format("onyx-profile", PROFILES)
+schemathesis.openapi.format("onyx-schema", SCHEMAS)
+
+ADMIN_TOKEN_ENV = "ONYX_CONFORMANCE_ADMIN_TOKEN"
+
+
+def _header(case: schemathesis.Case, name: str, value: str) -> None:
+    case.headers = {**(case.headers or {}), name: value}
+
+
+@schemathesis.auth().apply_to(path_regex="^/profiles(:batch|:changes)?$", method="POST")
+class SubscriberToken:
+    """One subscriber for the whole run (cached by schemathesis), registered through the
+    service itself."""
+
+    def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> str:
+        url = case.operation.schema.get_base_url().rstrip("/") + "/subscribers"
+        with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=30) as answer:
+            return json.loads(answer.read())["token"]
+
+    def set(self, case: schemathesis.Case, data: str, context: schemathesis.AuthContext) -> None:
+        _header(case, "X-Onyx-Subscriber-Token", data)
+
+
+@schemathesis.auth().apply_to(path="/rebalance")
+class AdminToken:
+    """The operator token the service under test was started with."""
+
+    def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> str:
+        return os.environ[ADMIN_TOKEN_ENV]
+
+    def set(self, case: schemathesis.Case, data: str, context: schemathesis.AuthContext) -> None:
+        _header(case, "X-Onyx-Admin-Token", data)
+
+
+@schemathesis.auth(refresh_interval=None).apply_to(path="/profiles/{profile_id}", method=["PUT", "DELETE"])
+class ProfileToken:
+    """A profile's token, as the request carries it: the one the registration answered,
+    which the description's links put in X-Onyx-Token (stateful phase), or else one no
+    profile has (before any link is followed, and in the other phases). Declared as the
+    request's credentials, so that schemathesis' ``ignored_auth`` check holds the service
+    to refusing the same request without the token or with a wrong one (a token it did
+    not configure itself it takes for an invented one, and expects 401 even when a link
+    supplied the real one)."""
+
+    def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> str:
+        return (case.headers or {}).get("X-Onyx-Token") or "not-a-profile-token"
+
+    def set(self, case: schemathesis.Case, data: str, context: schemathesis.AuthContext) -> None:
+        _header(case, "X-Onyx-Token", data)

@@ -1,0 +1,99 @@
+"""API conformance: schemathesis holds the registration service to its OpenAPI description.
+
+The service runs for real, as ``onyx serve`` runs it (uvicorn on a free loopback port, a
+SQLite file, the session's Kafka broker), with an operator token so ``POST /rebalance`` is
+enabled. Schemathesis (its command line, in a process of its own) reads ``/openapi.json``
+and runs every phase (examples, coverage, fuzzing and the stateful phase, which follows
+the description's links: a registered profile's id and token to ``GET``/``PUT``/``DELETE
+/profiles/{id}``, a new subscriber's token to ``POST /profiles``) with ``--checks all``.
+Its settings and hooks are in ``tests/broker/conformance/``: no example database and
+deterministic generation (the same cases every run), the tokens supplied for the
+token-guarded operations, valid profile texts and schemas for the ``onyx-profile`` and
+``onyx-schema`` formats. Run it by
+hand the same way (see the README, "API conformance").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from broker.local.devcluster import free_port
+from broker.registry.control_packets import source_dictionary
+from broker.registry.serve import BackgroundServer, ServiceSettings
+from broker.registry.store import SourceRecord
+from routing.overlay import builtin
+from tests.broker.conformance import hooks
+from yfilter import validate
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = Path(__file__).resolve().parent / "conformance" / "schemathesis.toml"
+ADMIN_TOKEN = "conformance-operator-token"
+PHASES = "examples,coverage,fuzzing,stateful"
+
+
+@pytest.fixture(scope="module")
+def service(kafka, tmp_path_factory):
+    db = tmp_path_factory.mktemp("conformance") / "onyx.db"
+    server = BackgroundServer(ServiceSettings(kafka.bootstrap_servers, builtin(), f"sqlite:///{db}", "127.0.0.1",
+                                              free_port(), admin_token=ADMIN_TOKEN)).start()
+    yield server
+    server.stop()
+
+
+def schemathesis(url: str, max_examples: int) -> tuple[int, str]:
+    """Run the schemathesis command line against the service at ``url``: its exit status
+    and what it printed."""
+    command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(SETTINGS), "run",
+               f"{url}/openapi.json", "--checks", "all", "--phases", PHASES, "--max-examples", str(max_examples),
+               "--no-color", "--output-truncate", "true"]
+    env = {**os.environ, hooks.ADMIN_TOKEN_ENV: ADMIN_TOKEN,  # the hooks module is imported from the repository
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=540)
+    return done.returncode, done.stdout + done.stderr
+
+
+def conforms(url: str, max_examples: int) -> str:
+    """Assert that schemathesis found nothing: every phase ran and passed, every generated
+    case passed, every link of the description was followed; returns the output."""
+    status, out = schemathesis(url, max_examples)
+    report = out[-25_000:]
+    assert status == 0, f"schemathesis exited with {status}:\n{report}"
+    cases = re.search(r"(\d+) generated, (\d+) passed", out)
+    assert cases and int(cases[1]) == int(cases[2]) > 0, report
+    for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
+        assert re.search(rf"✅\s+{phase}", out), f"phase {phase} did not pass:\n{report}"
+    links = re.search(r"API Links:\s+(\d+) covered / (\d+) selected / (\d+) total", out)
+    assert links and links[1] == links[2] == links[3] and int(links[1]) >= 7, report
+    scenarios = re.search(r"Scenarios:\s+(\d+)", out)
+    assert scenarios and int(scenarios[1]) > 0, report
+    return out
+
+
+@pytest.mark.kafka
+def test_the_running_service_conforms_to_its_openapi_description(service):
+    conforms(service.url, max_examples=100)
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_the_running_service_conforms_to_its_openapi_description_at_length(service):
+    conforms(service.url, max_examples=1000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hooks.PROFILES)
+def test_the_generated_profile_texts_are_profiles(text):
+    validate(text)  # what the description's onyx-profile format promises the positive cases
+
+
+@settings(max_examples=100, deadline=None)
+@given(hooks.SCHEMAS)
+def test_the_generated_schemas_are_ones_a_source_may_name(text):
+    assert source_dictionary(SourceRecord("s", "s", "b1", text, None, None)) is not None
