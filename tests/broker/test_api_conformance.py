@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from broker.local.devcluster import free_port
+from broker.local.devcluster import KafkaDevCluster, free_port
 from broker.registry.control_packets import source_dictionary
 from broker.registry.serve import BackgroundServer, ServiceSettings
 from broker.registry.store import SourceRecord
@@ -39,12 +39,17 @@ PHASES = "examples,coverage,fuzzing,stateful"
 
 
 @pytest.fixture(scope="module")
-def service(kafka, tmp_path_factory):
-    db = tmp_path_factory.mktemp("conformance") / "onyx.db"
-    server = BackgroundServer(ServiceSettings(kafka.bootstrap_servers, builtin(), f"sqlite:///{db}", "127.0.0.1",
-                                              free_port(), admin_token=ADMIN_TOKEN)).start()
+def service(tmp_path_factory):
+    # A Kafka of its own: the profiles schemathesis registers (``//*`` among them) go
+    # to the overlay's fixed topics, where a later overlay on the session's Kafka would
+    # find them and route by them.
+    run_dir = tmp_path_factory.mktemp("conformance")
+    kafka = KafkaDevCluster(name="conformance", run_dir=run_dir, port=free_port(), controller_port=free_port()).start()
+    server = BackgroundServer(ServiceSettings(kafka.bootstrap_servers, builtin(), f"sqlite:///{run_dir / 'onyx.db'}",
+                                              "127.0.0.1", free_port(), admin_token=ADMIN_TOKEN)).start()
     yield server
     server.stop()
+    kafka.stop()
 
 
 def schemathesis(url: str, max_examples: int) -> tuple[int, str]:
