@@ -32,7 +32,8 @@ class Archive:
         self.options = options
         self._parts: dict[tuple[str, int], PartitionArchive] = {}
         if self.root is not None and self.root.is_dir():
-            for src in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            # Folders starting with "_" are not sources (the profile lifetimes, ``_profiles``).
+            for src in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("_")):
                 for part in sorted(p for p in src.iterdir() if p.is_dir() and p.name.isdigit()):
                     self.partition(src.name, int(part.name))
 

@@ -44,6 +44,7 @@ class PageStore:
         self._mem: dict[int, Node] = {}                         # the memory store's pages
         self.reads = self.writes = 0
         self.meta: dict = {"next": 1, "free": []}
+        self._written_meta = b""    # the metadata as the file has it: a reader never writes
         self._file = None
         if self.path is not None:
             self._open_file()
@@ -66,11 +67,15 @@ class PageStore:
             if extra:   # metadata longer than page 0 continues at the end of the file
                 self._file.seek(extra)
                 self.meta = msgpack.unpackb(self._file.read(), raw=False, strict_map_key=False)
+            self._written_meta = msgpack.packb(self.meta, use_bin_type=True)
         else:
             self._write_meta()
 
     def _write_meta(self) -> None:
         body = msgpack.packb(self.meta, use_bin_type=True)
+        if body == self._written_meta:
+            return
+        self._written_meta = body
         if 16 + len(body) > self.page_size:
             where = self.meta["next"] * self.page_size
             self._file.seek(where)

@@ -51,6 +51,7 @@ class ProfileHistory:
         self.lifetimes = RITree(path=None if d is None else d / "lifetimes", page_size=page_size)
         self.texts = Blobs(None if d is None else d / "texts.log")
         self.meta = self.store.meta.setdefault("profile_texts", {"blobs": 0})
+        self.log_offsets: dict = self.store.meta.setdefault("profile_log", {})
         if self.texts.size() > self.meta["blobs"]:
             self.texts.truncate(self.meta["blobs"])
 
@@ -62,6 +63,33 @@ class ProfileHistory:
         if hist and hist[-1][1] is None:
             return hist[-1][0], tuple(msgpack.unpackb(hist[-1][2]))
         return None
+
+    def current(self, pid: str) -> str | None:
+        """``pid``'s text now (``None``: not registered)."""
+        cur = self._current(pid)
+        return None if cur is None else self.texts.read(cur[1]).decode()
+
+    def record(self, pid: str, text: str | None, at: int) -> bool:
+        """What a profile log says of ``pid`` at ``at``: its text (registered or updated)
+        or ``None`` (deleted). A text it has already, or a deletion of a profile it does
+        not hold, changes nothing (returns ``False``), so the log can be read again.
+
+        >>> h = ProfileHistory(None)
+        >>> h.record("q1", "/a", 5), h.record("q1", "/a", 6), h.record("q1", None, 7), h.record("q1", None, 8)
+        (True, False, True, False)
+        """
+        now = self.current(pid)
+        if text is None:
+            if now is None:
+                return False
+            self.delete(pid, at)
+        elif now is None:
+            self.register(pid, text, at)
+        elif now != text:
+            self.update(pid, text, at)
+        else:
+            return False
+        return True
 
     def register(self, pid: str, text: str, at: int) -> None:
         """``pid`` starts with ``text`` at time ``at``."""

@@ -1,8 +1,12 @@
 """The archive writer: a Spark Structured Streaming query beside the brokers that stores
 every record of the source topics (``onyx.src.*``) in the archive, one
 :class:`~archive.partition.PartitionArchive` per source topic partition under a
-directory (``<directory>/<source>/<partition>/``). The Spark edge of the archive: the
-only module of the package that imports PySpark.
+directory (``<directory>/<source>/<partition>/``), and every profile change of the
+registration service's profile log (``onyx.profiles``: a record per registration or
+update, a tombstone per deletion) as a profile lifetime in a
+:class:`~archive.profiles.ProfileHistory` (``<directory>/_profiles/``; no source id
+starts with ``_``). The Spark edge of the archive: the only module of the package that
+imports PySpark.
 
 Each micro-batch is archived by ``foreachPartition`` on the executors: the Kafka source
 gives one Spark partition per Kafka partition, so writers scale with the topics'
@@ -15,17 +19,25 @@ harmless: offsets already archived are skipped.
 
 from __future__ import annotations
 
-import fcntl
+import json
 import os
 from collections import defaultdict
 from pathlib import Path
 
+from archive.locks import locked
 from archive.partition import PartitionArchive
+from archive.profiles import ProfileHistory
 
 SOURCE_PREFIX = "onyx.src."
 """Publishers' topics, ``onyx.src.<source>`` (DESIGN.md section 5, ``broker/topics.py``)."""
 
-SOURCE_PATTERN = r"onyx\.src\..+"
+PROFILE_LOG = "onyx.profiles"
+"""The registration service's profile log (DESIGN.md section 5, ``broker/topics.py``)."""
+
+PROFILES_FOLDER = "_profiles"
+"""Where under the archive's directory the profile lifetimes are kept."""
+
+SOURCE_PATTERN = r"onyx\.src\..+|onyx\.profiles"
 """The topics the writer subscribes to (new sources are picked up as they appear)."""
 
 
@@ -36,15 +48,18 @@ def source_of(topic: str) -> str:
 def archive_rows(directory: str | os.PathLike, rows) -> dict[tuple[str, int], int]:
     """Archive ``rows`` (``topic, partition, offset, ts_ms, value, headers``) into the
     partition archives under ``directory``; returns records archived per partition."""
-    groups = defaultdict(list)
+    groups, changes = defaultdict(list), []
     for r in rows:
-        groups[(source_of(r["topic"]), int(r["partition"]))].append(r)
+        if r["topic"] == PROFILE_LOG:
+            changes.append(r)
+        else:
+            groups[(source_of(r["topic"]), int(r["partition"]))].append(r)
     done = {}
+    if changes:
+        done[(PROFILES_FOLDER, 0)] = archive_profile_changes(Path(directory) / PROFILES_FOLDER, changes)
     for (source, partition), group in groups.items():
         where = Path(directory) / source / str(partition)
-        where.mkdir(parents=True, exist_ok=True)
-        with open(where / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)       # one writer per partition archive
+        with locked(where):                        # one writer per partition archive
             part = PartitionArchive(where, source, partition)
             try:
                 n = 0
@@ -58,6 +73,31 @@ def archive_rows(directory: str | os.PathLike, rows) -> dict[tuple[str, int], in
                 part.close()
             done[(source, partition)] = n
     return done
+
+
+def archive_profile_changes(where: str | os.PathLike, rows) -> int:
+    """Record profile-log ``rows`` (``partition, offset, ts_ms, key, value``) as profile
+    lifetimes in the :class:`ProfileHistory` at ``where``; returns the changes recorded.
+    Offsets already recorded are skipped, so a replayed batch is harmless."""
+    n = 0
+    with locked(where):
+        history = ProfileHistory(where)
+        try:
+            seen = history.log_offsets
+            for r in sorted(rows, key=lambda r: (int(r["partition"]), int(r["offset"]))):
+                partition, offset = int(r["partition"]), int(r["offset"])
+                if offset <= seen.get(partition, -1) or r["key"] is None:
+                    continue
+                pid = bytes(r["key"]).decode(errors="replace")
+                text = None
+                if r["value"] is not None:
+                    body = json.loads(bytes(r["value"]))
+                    text = None if body.get("op") == "delete" else body.get("text")
+                n += history.record(pid, text, int(r["ts_ms"]))
+                seen[partition] = offset
+        finally:
+            history.close()
+    return n
 
 
 def start(spark, bootstrap_servers: str, directory: str | os.PathLike, checkpoint: str | os.PathLike, *,
@@ -74,7 +114,7 @@ def start(spark, bootstrap_servers: str, directory: str | os.PathLike, checkpoin
             .option("startingOffsets", starting_offsets)
             .option("includeHeaders", "true")
             .load()
-            .select("topic", "partition", "offset", "value", "headers",
+            .select("topic", "partition", "offset", "key", "value", "headers",
                     (F.unix_micros("timestamp") / 1000).cast("long").alias("ts_ms")))
 
     def batch(df, batch_id: int) -> None:

@@ -34,7 +34,8 @@ def _overlay_settings(args: argparse.Namespace):
                            trigger=getattr(args, "trigger", config.BROKER_TRIGGER),
                            link_format=getattr(args, "link_format", "stream"),
                            placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False),
-                           bootstrap_servers=getattr(args, "bootstrap_servers", None))
+                           bootstrap_servers=getattr(args, "bootstrap_servers", None),
+                           archive=getattr(args, "archive", config.ARCHIVE))
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -158,6 +159,59 @@ def _subscribe_file(args: argparse.Namespace) -> int:
     return 0
 
 
+def _api_url(args: argparse.Namespace) -> str:
+    if args.api is not None:
+        return args.api
+    from broker.local import up
+
+    return up.require_cluster()["api_url"]
+
+
+def _time(text: str) -> int:
+    from broker.time_travel_client import parse_time
+
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from None
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from broker import time_travel_client as tt
+
+    start, end = _time(args.start), _time(args.end)
+    if start > end:
+        raise SetupError(f"--from ({tt.show_time(start)}) is after --to ({tt.show_time(end)})")
+    tt.replay(_api_url(args), args.profile, start, end, _say, source=args.source, show=args.show)
+    return 0
+
+
+def _cmd_archive(args: argparse.Namespace) -> int:
+    from broker import time_travel_client as tt
+
+    url = _api_url(args)
+    what = args.archive_command
+    if what == "messages":
+        if (args.path is None) != (args.value is None):
+            raise SetupError("give --path and --value together (or neither)")
+        return tt.messages_at(url, _time(args.at), args.path, args.value, _say)
+    if what == "message":
+        return tt.message(url, args.message_id, _say)
+    if what == "recipients":
+        return tt.recipients(url, args.message_id, _say)
+    if what == "history":
+        return tt.history(url, args.profile_id, _say)
+    return tt.active(url, _time(args.at), _say)
+
+
+def _cmd_backfill(args: argparse.Namespace) -> int:
+    from broker import time_travel_client as tt
+
+    if not args.token:
+        raise SetupError("backfill needs the profile's token: --token or ONYX_PROFILE_TOKEN")
+    return tt.backfill(_api_url(args), args.profile_id, args.token, _time(args.since), _say)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from broker.local.devcluster import check_port_free
     from broker.registry.serve import ServiceSettings, load_overlay, serve
@@ -252,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--fresh", action="store_true",
                     help="start from nothing: delete the sources, profiles, topics and broker state kept from "
                          "the last run (default: resume them; a Kafka given with --bootstrap-servers is left alone)")
+    up.add_argument("--no-archive", dest="archive", action="store_false", default=config.ARCHIVE,
+                    help="do not run the archive writer (default: every source message and profile change is "
+                         "archived in the run folder's overlay-up/archive, for `onyx replay` and `onyx archive`; "
+                         "ONYX_ARCHIVE=0 turns it off too)")
     up.set_defaults(func=_cmd_up)
 
     reset = sub.add_parser("reset", help="delete what `onyx up` keeps between runs (asks first)",
@@ -319,6 +377,58 @@ def build_parser() -> argparse.ArgumentParser:
     subscribe.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
     subscribe.add_argument("--bootstrap-servers", default=None, help="Kafka (default: the running `onyx up`)")
     subscribe.set_defaults(func=_cmd_subscribe)
+
+    times = ("TIME is milliseconds since 1970, an ISO date-time (UTC unless it says otherwise, e.g. "
+             "2026-11-26T10:00:00Z), 'now', or an offset from now: -90s, -30m, -1h, -2d.")
+    replay = sub.add_parser("replay", help="what a profile would have matched in a past time window (the archive)",
+                            description="Replay PROFILE (a registered profile's id, or a profile text) over the "
+                            "messages archived between --from and --to: candidates come from the archive's value "
+                            "index for the profile's equality predicates (the whole window is scanned when it has "
+                            "none), each verified by the engine. Prints a line per match (time, message id, "
+                            "source:partition@offset; --show adds the XML or the FLWR results), a progress bar on a "
+                            "terminal, and a summary. " + times,
+                            epilog="example:\n  onyx replay \"/nitf[head/pubdata/@edition.area='SF']\" --from -1h "
+                            "--to now --show", formatter_class=argparse.RawDescriptionHelpFormatter)
+    replay.add_argument("profile", help="a profile id, or an XPath filter / FLWR query")
+    replay.add_argument("--from", dest="start", required=True, metavar="TIME", help="the window's start (inclusive)")
+    replay.add_argument("--to", dest="end", default="now", metavar="TIME", help="the window's end (default now)")
+    replay.add_argument("--source", default=None, help="only this source's messages (default: every source)")
+    replay.add_argument("--show", action="store_true", help="print each match's XML (or FLWR results)")
+    replay.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
+    replay.set_defaults(func=_cmd_replay)
+
+    archive = sub.add_parser("archive", help="ask the archive: messages at a time, a message, its recipients, "
+                             "a profile's history, the profiles active at a time",
+                             description="Questions to the time-travel archive that `onyx up` keeps. " + times)
+    archive.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
+    archive_sub = archive.add_subparsers(dest="archive_command", required=True, metavar="SUBCOMMAND")
+    a_msgs = archive_sub.add_parser("messages", help="the messages in the archive at a time (optionally where a "
+                                    "path had a value)")
+    a_msgs.add_argument("--at", default="now", metavar="TIME", help="the time (default now)")
+    a_msgs.add_argument("--path", default=None, help="an element or attribute path, e.g. /nitf/head/pubdata/@edition.area")
+    a_msgs.add_argument("--value", default=None, help="the value the path had")
+    a_msg = archive_sub.add_parser("message", help="print an archived message")
+    a_msg.add_argument("message_id")
+    a_rcpt = archive_sub.add_parser("recipients", help="who received a message (the profiles active then that match it)")
+    a_rcpt.add_argument("message_id")
+    a_hist = archive_sub.add_parser("history", help="every version of a profile (from, to, text)")
+    a_hist.add_argument("profile_id")
+    a_act = archive_sub.add_parser("profiles", help="the profiles active at a time")
+    a_act.add_argument("--at", default="now", metavar="TIME", help="the time (default now)")
+    archive.set_defaults(func=_cmd_archive)
+
+    backfill = sub.add_parser("backfill", help="deliver a profile's archived matches since a time, up to where its "
+                              "live deliveries start",
+                              description="Ask the service to deliver, on the profile's delivery topic, the archived "
+                              "messages since --since that the profile matches (header onyx-backfill: 1), up to the "
+                              "seam where its live deliveries start; a message on both sides of the seam arrives "
+                              "twice with the same onyx-message-id. " + times)
+    backfill.add_argument("profile_id")
+    backfill.add_argument("--since", required=True, metavar="TIME", help="deliver matches archived from this time")
+    backfill.add_argument("--token", default=os.environ.get("ONYX_PROFILE_TOKEN"),
+                          help="the profile's token (default $ONYX_PROFILE_TOKEN)")
+    backfill.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
+    backfill.set_defaults(func=_cmd_backfill)
 
     kafka = sub.add_parser("kafka", help="run a local single-node Kafka broker (KRaft) until Ctrl-C")
     kafka.add_argument("--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)")

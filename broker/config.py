@@ -147,3 +147,23 @@ BROKER_TABLE_BUDGET = os.environ.get("ONYX_TABLE_BUDGET") or None
 view generalized to fit it (ONYX 4.2.1; false positives, never a false negative), see
 :mod:`routing.generalize`. Unset: tables are exact. A broker of the overlay config with
 a ``budget`` of its own uses that instead."""
+
+ARCHIVE = os.environ.get("ONYX_ARCHIVE", "1") not in ("0", "false", "no")
+"""Whether ``onyx up`` runs the archive writer beside the brokers (ONYX_ARCHIVE; ``--no-archive``
+turns it off for one run): every source message and profile change archived, for time travel."""
+
+ARCHIVE_DIR = Path(os.environ["ONYX_ARCHIVE_DIR"]).resolve() if os.environ.get("ONYX_ARCHIVE_DIR") else None
+"""The archive the registration service reads for time travel (ONYX_ARCHIVE_DIR); ``onyx up``
+sets it to its own ``archive/`` folder; unset for ``onyx serve``, the time-travel operations
+answer 503."""
+
+ARCHIVE_TRIGGER = os.environ.get("ONYX_ARCHIVE_TRIGGER", "2 seconds")
+"""Micro-batch interval of the archive writer (ONYX_ARCHIVE_TRIGGER): archiving in batches of a
+couple of seconds leaves the cores to the brokers."""
+
+BACKFILL_TIMEOUT_S = float(os.environ.get("ONYX_BACKFILL_TIMEOUT", "60"))
+"""How long a backfill waits for the brokers and the archive writer to reach its seam (ONYX_BACKFILL_TIMEOUT)."""
+
+BACKFILL_LOOKBACK_MS = 10 * 60 * 1000
+"""A backfill reads the root brokers' state logs from this long before the profile's version
+was registered (or before now, when the archive does not know that time yet)."""

@@ -40,6 +40,7 @@ class OverlaySettings:
     tasks: int = config.BROKER_TASKS
     budget: Budget | None = None  # routing-table budget of every broker (None: config.BROKER_TABLE_BUDGET)
     projection: bool = config.BROKER_PROJECTION
+    archive: bool = False  # run the archive writer beside the brokers (`onyx up`: config.ARCHIVE)
 
 
 class LocalOverlay:
@@ -54,6 +55,7 @@ class LocalOverlay:
         self.spark = spark
         self._own_spark = spark is None
         self.job: BrokerJob | None = None
+        self.archive_writer = None  # the archive writer's StreamingQuery
         self._offsets = None  # a Kafka client for lag()
 
     def data_dirs(self) -> list[Path]:
@@ -64,6 +66,11 @@ class LocalOverlay:
         if self.settings.bootstrap_servers is None:
             dirs.append(KafkaDevCluster(name=f"overlay-{self.settings.name}").dir)
         return dirs
+
+    @property
+    def archive_dir(self) -> Path | None:
+        """Where the archive writer keeps the archive (``None``: no archive)."""
+        return self.dir / "archive" if self.settings.archive else None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -92,7 +99,8 @@ class LocalOverlay:
         progress("starting the registration service")
         self.service = BackgroundServer(ServiceSettings(
             self.bootstrap_servers, copy.deepcopy(self.overlay), f"sqlite:///{self.dir / 'onyx.db'}",
-            "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement)).start()
+            "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement,
+            archive_dir=self.archive_dir)).start()
         if self.spark is None:
             progress("starting Spark")
             from broker.spark.session import build_session
@@ -105,7 +113,30 @@ class LocalOverlay:
             mode=self.settings.mode, tasks=self.settings.tasks, projection=self.settings.projection,
             **({"budget": self.settings.budget} if self.settings.budget is not None else {})))
         self.job.start()
+        if self.archive_dir is not None:
+            progress("starting the archive writer")
+            self._start_archive_writer()
         return self
+
+    def _start_archive_writer(self) -> None:
+        from archive import writer
+
+        self.archive_writer = writer.start(self.spark, self.bootstrap_servers, self.archive_dir,
+                                           self.dir / "archive-checkpoint", processing_time=config.ARCHIVE_TRIGGER)
+
+    def revive(self) -> list[str]:
+        """Start again, from their checkpoints, the streaming queries that died (the
+        brokers', the archive writer's: Kafka away for longer than their clients wait,
+        say); returns what stopped each, for the log."""
+        out = []
+        why = self.job.revive()
+        if why is not None:
+            out.append(f"the brokers' streaming query had stopped ({why})")
+        q = self.archive_writer
+        if q is not None and q.exception() is not None:
+            out.append(f"the archive writer had stopped ({str(q.exception()).strip().splitlines()[0][:300]})")
+            self._start_archive_writer()
+        return out
 
     def lag(self) -> dict[str, int]:
         """Per broker: records on its inbound (and source) topics not processed yet."""
@@ -155,6 +186,7 @@ class LocalOverlay:
             "sources": {s: topics.source_topic(s) for s in sorted(self.overlay.sources)},
             "brokers": self.overlay.brokers,
             "dead_letter_topic": topics.DEAD_LETTER,
+            "archive_dir": str(self.archive_dir) if self.archive_dir is not None else None,
         }
 
     def write_cluster_json(self, path: Path, **extra) -> None:
@@ -164,6 +196,9 @@ class LocalOverlay:
         tmp.replace(path)
 
     def stop(self) -> None:
+        if self.archive_writer is not None:
+            self.archive_writer.stop()
+            self.archive_writer = None
         if self.job is not None:
             self.job.close()
             self.job = None

@@ -96,15 +96,16 @@ def up(overlay: Overlay, settings: OverlaySettings, say: Say) -> int:
             f"({', '.join(overlay.brokers)})")
         say(f"  kafka     {info['bootstrap_servers']}")
         say(f"  api       {info['api_url']}  (OpenAPI at /openapi.json)")
+        if info["archive_dir"]:
+            say(f"  archive   {info['archive_dir']}  (time travel: `onyx replay`, `onyx archive`)")
         for source, topic in info["sources"].items():
             say(f"  source    {source}: publish to {topic}")
         say(f"  details in {CLUSTER_FILE}; `onyx status` shows the brokers; Ctrl-C or `onyx down` stops")
         trouble = None
         while not stop.wait(STATUS_EVERY_S):
             try:
-                why = cluster.job.revive()
-                if why is not None:
-                    say(f"the brokers' streaming query had stopped ({why}): started it again from its checkpoint")
+                for why in cluster.revive():
+                    say(f"{why}: started it again from its checkpoint")
                 _write_json(STATUS_FILE, {"time": time.time(), **cluster.status()})
                 if trouble is not None:
                     say("Kafka answers again")

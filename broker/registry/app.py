@@ -317,7 +317,7 @@ def _slug(name: str) -> str:
     return slug or "source"
 
 
-def _token(header: str | None, bearer: HTTPAuthorizationCredentials | None) -> str:
+def profile_token(header: str | None, bearer: HTTPAuthorizationCredentials | None) -> str:
     """The profile's token from X-Onyx-Token or Authorization: Bearer, or 401."""
     if header:
         return header
@@ -325,6 +325,22 @@ def _token(header: str | None, bearer: HTTPAuthorizationCredentials | None) -> s
         return bearer.credentials
     raise HTTPException(401, f"this needs the profile's token: send it as {PROFILE_TOKEN_HEADER} or "
                              "Authorization: Bearer")
+
+
+def check_token(store: Store, profile_id: str, token: str, record: ProfileRecord | None) -> None:
+    """Return if ``token`` lets its bearer change profile ``profile_id`` (``record``: the
+    profile as it is now, or None): the token first (a profile's token names its
+    profile), then the profile; else raise the HTTPException PUT or DELETE answers
+    (401 no profile has it, 404 no such profile, 403 another profile's)."""
+    if record is not None and store.token_matches(profile_id, token):
+        return
+    holder = store.profile_of_token(token)
+    if holder is None:
+        raise HTTPException(401, "no profile has this token (it was never issued, or its profile was deleted): "
+                                 "send the token the profile's registration returned")
+    if record is None:
+        raise HTTPException(404, f"no profile {profile_id!r}")
+    raise HTTPException(403, "this is another profile's token: send the one this profile was registered with")
 
 
 def _problems(errors: Sequence[Mapping[str, Any]]) -> str:
@@ -422,7 +438,7 @@ def _too_large(limit: int) -> str:
             "nothing was changed")
 
 
-def _errors(spec: Mapping[int, str]) -> dict[int | str, dict[str, Any]]:
+def error_responses(spec: Mapping[int, str]) -> dict[int | str, dict[str, Any]]:
     """``responses`` of an operation: each error status with its description and the
     :class:`Error` body (a 429 also with its ``Retry-After`` header)."""
     out: dict[int | str, dict[str, Any]] = {}
@@ -577,24 +593,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     async def _rate_limited(_: Request, exc: RateLimited) -> JSONResponse:
         return error(429, exc.detail, headers={"Retry-After": exc.retry_after_header})
 
-    def check_token(profile_id: str, token: str, record: ProfileRecord | None) -> None:
-        """Return if ``token`` lets its bearer change profile ``profile_id`` (``record``: the
-        profile as it is now, or None): the token first (a profile's token names its
-        profile), then the profile; else raise the HTTPException PUT or DELETE answers."""
-        if record is not None and store.token_matches(profile_id, token):
-            return
-        holder = store.profile_of_token(token)
-        if holder is None:
-            raise HTTPException(401, "no profile has this token (it was never issued, or its profile was deleted): "
-                                     "send the token the profile's registration returned")
-        if record is None:
-            raise HTTPException(404, f"no profile {profile_id!r}")
-        raise HTTPException(403, "this is another profile's token: send the one this profile was registered with")
-
     def authorized(profile_id: str, token: str) -> ProfileRecord:
         """The profile, if ``token`` is its token (see check_token)."""
         record = store.profile(profile_id)
-        check_token(profile_id, token, record)
+        check_token(store, profile_id, token, record)
         assert record is not None
         return record
 
@@ -612,7 +614,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.post("/sources", response_model=SourceOut, status_code=201, summary="Register a data source",
               operation_id="register_source",
-              responses=_errors({400: _NOT_JSON, 409: "a source with this name (id) is already registered",
+              responses=error_responses({400: _NOT_JSON, 409: "a source with this name (id) is already registered",
                                  413: _too_large(MAX_BODY_BYTES),
                                  422: "a bad or missing field, an unknown root broker, or a schema that is neither "
                                       "a DTD nor an XML Schema: nothing was registered",
@@ -640,7 +642,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.post("/subscribers", response_model=SubscriberRegistered, status_code=201,
               summary="Register a subscriber", operation_id="register_subscriber",
-              responses=_errors({503: _UNAVAILABLE}),
+              responses=error_responses({503: _UNAVAILABLE}),
               openapi_extra={"responses": {"201": {"links": {"RegisterProfile": {
                   "operationId": "register_profile", "description": "register a profile of this subscriber",
                   "parameters": {f"header.{SUBSCRIBER_TOKEN_HEADER}": "$response.body#/token"}}}}}})
@@ -653,7 +655,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         return SubscriberRegistered(subscriber_id=new.id, token=new.token, delivery_topic=new.delivery_topic)
 
     @app.post("/profiles", response_model=ProfileRegistered, response_model_exclude_none=True, status_code=201,
-              summary="Register a profile", operation_id="register_profile", responses=_errors(profile_errors),
+              summary="Register a profile", operation_id="register_profile", responses=error_responses(profile_errors),
               openapi_extra={**_OPTIONAL_SUBSCRIBER, **_links("201", "$response.body#/profile_id",
                                                              "$response.body#/token")})
     def register_profile(body: ProfileIn,
@@ -691,7 +693,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.post(BATCH_PATH, response_model=ProfileBatchRegistered, response_model_exclude_none=True,
               summary="Register many profiles at once", operation_id="register_profiles",
-              responses=_errors({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
+              responses=error_responses({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
                                  422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} profiles: nothing "
                                       "registered (a bad item is refused alone, in the results)",
                                  429: _RATE, 503: _UNAVAILABLE}),
@@ -805,7 +807,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         return response
 
     @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile",
-             operation_id="get_profile", responses=_errors({404: "no such profile", 503: _UNAVAILABLE}))
+             operation_id="get_profile", responses=error_responses({404: "no such profile", 503: _UNAVAILABLE}))
     def get_profile(profile_id: str) -> ProfileView:
         record = store.profile(profile_id)
         if record is None:
@@ -818,7 +820,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.put("/profiles/{profile_id}", response_model=ProfileView, summary="Replace a profile's text",
              operation_id="update_profile",
-             responses=_errors({400: _NOT_JSON, **token_errors,
+             responses=error_responses({400: _NOT_JSON, **token_errors,
                                 409: "the delivery topic belongs to another subscriber: nothing was changed",
                                 413: _too_large(MAX_BODY_BYTES),
                                 422: "not a profile (with the column where the parser stopped), a bad or missing "
@@ -827,7 +829,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                 429: _RATE, 503: _UNAVAILABLE}))
     def update_profile(profile_id: str, body: ProfileUpdate, x_onyx_token: ProfileTokenHeader = None,
                        bearer: ProfileBearer = None) -> ProfileView:
-        old = authorized(profile_id, _token(x_onyx_token, bearer))
+        old = authorized(profile_id, profile_token(x_onyx_token, bearer))
         limiter.charge(old.subscriber_id, 1)
         validate_profile(body.text)
         requested = body.delivery.topic if body.delivery else None
@@ -846,9 +848,9 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         return _view(record)
 
     @app.delete("/profiles/{profile_id}", status_code=204, summary="Delete a profile", operation_id="delete_profile",
-                responses=_errors({**token_errors, 429: _RATE, 503: _UNAVAILABLE}))
+                responses=error_responses({**token_errors, 429: _RATE, 503: _UNAVAILABLE}))
     def delete_profile(profile_id: str, x_onyx_token: ProfileTokenHeader = None, bearer: ProfileBearer = None) -> None:
-        old = authorized(profile_id, _token(x_onyx_token, bearer))
+        old = authorized(profile_id, profile_token(x_onyx_token, bearer))
         limiter.charge(old.subscriber_id, 1)
         record = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1,
                                old.subscriber_id)
@@ -861,7 +863,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.post(CHANGES_PATH, response_model=ProfileChangesApplied, response_model_exclude_none=True,
               summary="Update and delete many profiles at once", operation_id="change_profiles",
-              responses=_errors({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
+              responses=error_responses({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
                                  422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} changes: nothing "
                                       "changed (a bad change is refused alone, in the results)",
                                  429: _RATE, 503: _UNAVAILABLE}),
@@ -894,7 +896,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 old = current[pid] if pid in current else store.profile(pid)
                 if change.token:
                     if not (owner is not None and old is not None and old.subscriber_id == owner):
-                        check_token(pid, change.token, old)
+                        check_token(store, pid, change.token, old)
                 elif old is None:
                     raise HTTPException(404, f"no profile {pid!r}")
                 elif owner is None or old.subscriber_id != owner:
@@ -934,7 +936,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)",
               operation_id="rebalance",
-              responses=_errors({401: f"no operator token, or not the one the service was started with "
+              responses=error_responses({401: f"no operator token, or not the one the service was started with "
                                       f"({ADMIN_TOKEN_HEADER})",
                                  403: "operator endpoints are disabled (the service was started without "
                                       "ONYX_ADMIN_TOKEN)",
@@ -968,7 +970,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         return done
 
     @app.get("/brokers", response_model=list[BrokerView], summary="The brokers of the overlay",
-             operation_id="list_brokers", responses=_errors({503: _UNAVAILABLE}))
+             operation_id="list_brokers", responses=error_responses({503: _UNAVAILABLE}))
     def list_brokers() -> list[BrokerView]:
         counts = store.profile_counts()
         return [BrokerView(broker_id=b, topic=topics.broker_topic(b), profiles=counts.get(b, 0),

@@ -16,6 +16,7 @@ from broker.registry.control_packets import KafkaSender
 from broker.registry.limits import RateLimiter
 from broker.registry.recovery import announced, recover
 from broker.registry.store import Store
+from broker.registry.time_travel import add_time_travel
 from broker.registry.topic_admin import KafkaTopicAdmin
 from broker.topics import CATALOG, PROFILES, ensure_topics, broker_topic
 from routing.overlay import Overlay, builtin
@@ -32,6 +33,7 @@ class ServiceSettings:
     admin_token: str | None = config.ADMIN_TOKEN
     registration_rate: float = config.REGISTRATION_RATE
     registration_burst: int = config.REGISTRATION_BURST
+    archive_dir: Path | None = config.ARCHIVE_DIR  # what the time-travel operations read (None: they answer 503)
 
 
 def build_app(settings: ServiceSettings):
@@ -45,6 +47,7 @@ def build_app(settings: ServiceSettings):
     recover(store, sender, announced(settings.bootstrap_servers, store.identity()))
     app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin,
                      RateLimiter(settings.registration_rate, settings.registration_burst))
+    add_time_travel(app, store, settings.overlay, settings.archive_dir, settings.bootstrap_servers)
     app.router.on_shutdown.extend([sender.close, admin.close])
     return app
 
