@@ -123,7 +123,7 @@ def replay(api_url: str, profile: str, start: int, end: int, say: Say, *, source
 
 
 def messages_at(api_url: str, at: int, path: str | None, value: str | None, say: Say) -> int:
-    query = {"at": at, **({"path": path, "value": value} if path is not None else {})}
+    query = {"at": at, **({"where": f"{path}={value}"} if path is not None else {})}
     got = api("GET", f"{api_url}/archive/messages?{urllib.parse.urlencode(query)}")
     for m in got["messages"]:
         say(f"{show_time(m['time'])}  {m['message_id']}  {m['source']}:{m['partition']}@{m['offset']}")

@@ -4,7 +4,7 @@
 * ``POST /replay``: the messages (or FLWR results) a profile — registered, or given as
   text — would have matched in a window, found through the archive's value index and
   verified with the engine; streamed as JSON lines (progress, matches, a summary);
-* ``GET /archive/messages?at=T[&path=P&value=V]``: the messages in the archive at ``T``
+* ``GET /archive/messages?at=T[&where=P=V]``: the messages in the archive at ``T``
   (with ``P`` = ``V``: a range-timeslice on the value index), ``GET
   /archive/messages/{id}`` its bytes, ``GET /archive/messages/{id}/recipients`` who
   received it (the profiles active then whose text matches it);
@@ -44,6 +44,7 @@ from routing.overlay import Overlay
 from yfilter import validate
 
 NDJSON = "application/x-ndjson"
+MAX_TIME = 2**53 - 1  # milliseconds: the largest integer every JSON reader keeps exact
 MAX_LISTED = 10_000  # messages or profiles in one answer
 _NO_ARCHIVE = ("the archive is not running: start the overlay with it (`onyx up`, the default; not --no-archive), "
                "or give the service ONYX_ARCHIVE_DIR")
@@ -51,30 +52,32 @@ _NO_ARCHIVE = ("the archive is not running: start the overlay with it (`onyx up`
 
 class ReplayIn(BaseModel):
     model_config = {"populate_by_name": True,
-                    "json_schema_extra": {"examples": [{"profile_id": "5b0c8a1f2e3d4c5b", "from": 1764115200000,
-                                                        "to": 1764118800000}]}}
+                    "json_schema_extra": {
+                        "examples": [{"profile_id": "5b0c8a1f2e3d4c5b", "from": 1764115200000, "to": 1764118800000}],
+                        # exactly one of the two, as JSON Schema says it
+                        "oneOf": [{"required": ["profile_id"], "not": {"required": ["text"]}},
+                                  {"required": ["text"], "not": {"required": ["profile_id"]}}]}}
 
-    profile_id: str | None = Field(None, min_length=1, max_length=200, description="a registered profile (its "
+    # Not nullable: absent is how one of the two is left out (null is refused).
+    profile_id: str = Field(None, min_length=1, max_length=200, description="a registered profile (its "
                                    "current text; a deleted one's last); or give text")
-    text: str | None = Field(None, min_length=1, max_length=MAX_PROFILE_CHARS, description="an XPath filter or "
+    text: str = Field(None, min_length=1, max_length=MAX_PROFILE_CHARS, description="an XPath filter or "
                              "FLWR query, as POST /profiles takes", json_schema_extra={"format": "onyx-profile"})
-    start: int = Field(alias="from", ge=0, le=2**62,
+    start: int = Field(alias="from", ge=0, le=MAX_TIME,
                        description="the window's first millisecond since 1970 (archive time: the records' Kafka "
-                                   "timestamps; inclusive)")
-    end: int = Field(alias="to", ge=0, le=2**62, description="the window's last millisecond (inclusive)")
-    source: str | None = Field(None, min_length=1, max_length=200, description="only this source's messages")
+                                   "timestamps; inclusive); after to, the window is empty")
+    end: int = Field(alias="to", ge=0, le=MAX_TIME, description="the window's last millisecond (inclusive)")
+    source: str = Field(None, min_length=1, max_length=200, description="only this source's messages")
 
     @model_validator(mode="after")
     def _one_profile(self) -> "ReplayIn":
         if (self.profile_id is None) == (self.text is None):
             raise ValueError("give either profile_id or text")
-        if self.start > self.end:
-            raise ValueError("from is after to")
         return self
 
 
 class BackfillIn(BaseModel):
-    since: int = Field(ge=0, le=2**62, description="the first millisecond (archive time) to deliver from")
+    since: int = Field(ge=0, le=MAX_TIME, description="the first millisecond (archive time) to deliver from")
     timeout_s: float = Field(config.BACKFILL_TIMEOUT_S, gt=0, le=600,
                              description="how long to wait for the brokers and the archive writer to reach the seam")
 
@@ -215,18 +218,16 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
 
     @app.get("/archive/messages", response_model=MessagesAt, summary="The messages in the archive at a time",
              operation_id="archive_messages",
-             responses=error_responses({422: "a bad parameter, or path without value (or value without path)",
-                                        **unavailable}))
-    def messages(at: int = Query(ge=0, le=2**62, description="the time (ms)"),
-                 path: str | None = Query(None, min_length=1, max_length=1000,
-                                          description="an element or attribute path, e.g. /nitf/head/title or "
-                                                      "/nitf/head/pubdata/@edition.area"),
-                 value: str | None = Query(None, max_length=1000, description="its value (with path)"),
+             responses=error_responses({422: "a bad parameter", **unavailable}))
+    def messages(at: int = Query(ge=0, le=MAX_TIME, description="the time (ms)"),
+                 where: str | None = Query(None, min_length=3, max_length=2000, pattern=r"^/[^=]*=",
+                                           description="PATH=VALUE: only the messages where an element or attribute "
+                                                       "path had a value, e.g. /nitf/head/pubdata/@edition.area=SF "
+                                                       "(the value is what follows the first '=')"),
                  ) -> MessagesAt:
-        """The messages archived by ``at`` and not retracted then; with ``path`` and
-        ``value``, only those where that path had that value (a range-timeslice query)."""
-        if (path is None) != (value is None):
-            raise HTTPException(422, "give path and value together (or neither)")
+        """The messages archived by ``at`` and not retracted then; with ``where``, only
+        those where that path had that value (a range-timeslice query)."""
+        path, value = where.split("=", 1) if where is not None else (None, None)
         with snapshot(opened()) as s:
             found = s.archive.messages_at(at, path, value)
         return MessagesAt(at=at, messages=[_view(r) for r in found[:MAX_LISTED]], truncated=len(found) > MAX_LISTED)
@@ -257,19 +258,24 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
 
     @app.get("/profiles/{profile_id}/history", response_model=ProfileHistoryView, response_model_by_alias=True,
              summary="Every version of a profile", operation_id="profile_history",
-             responses=error_responses({404: "the archive has no version of this profile", **unavailable}))
+             responses=error_responses({404: "no such profile: not registered, and the archive has no version of it",
+                                        **unavailable}))
     def history(profile_id: str) -> ProfileHistoryView:
+        """Every archived version of the profile (``to`` null: the current one). The
+        archive writer records a change a few seconds after it is made: a profile
+        registered just now may have no version yet (an empty list)."""
         with snapshot(opened()) as s:
             versions = s.profiles.history(profile_id) if s.profiles is not None else []
-        if not versions:
-            raise HTTPException(404, f"the archive has no version of profile {profile_id!r}")
+        if not versions and store.profile(profile_id) is None:
+            raise HTTPException(404, f"no profile {profile_id!r}: not registered, and the archive has no version of it")
         return ProfileHistoryView(profile_id=profile_id,
                                   versions=[Version.model_validate({"from": a, "to": b, "text": t})
                                             for a, b, t in versions])
 
     @app.get("/archive/profiles", response_model=ActiveAt, summary="The profiles active at a time",
-             operation_id="archive_profiles", responses=error_responses({**unavailable}))
-    def active(at: int = Query(ge=0, le=2**62, description="the time (ms)")) -> ActiveAt:
+             operation_id="archive_profiles",
+             responses=error_responses({422: "a bad or missing parameter", **unavailable}))
+    def active(at: int = Query(ge=0, le=MAX_TIME, description="the time (ms)")) -> ActiveAt:
         with snapshot(opened()) as s:
             found = s.profiles.active(at) if s.profiles is not None else {}
         items = [ActiveProfile(profile_id=p, text=t) for p, t in sorted(found.items())]

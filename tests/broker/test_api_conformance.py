@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+from archive.writer import archive_rows
 from broker.local.devcluster import KafkaDevCluster, free_port
 from broker.registry.control_packets import source_dictionary
 from broker.registry.serve import BackgroundServer, ServiceSettings
@@ -44,9 +45,16 @@ def service(tmp_path_factory):
     # to the overlay's fixed topics, where a later overlay on the session's Kafka would
     # find them and route by them.
     run_dir = tmp_path_factory.mktemp("conformance")
+    # An archive with a few messages, so that the time-travel operations have something to
+    # answer (and the links schemathesis infers to a message's id can be followed).
+    archive_rows(run_dir / "archive", [
+        {"topic": "onyx.src.news", "partition": 0, "offset": i, "ts_ms": 1_764_115_200_000 + i, "key": None,
+         "value": f"<nitf><head><title>t{i}</title></head></nitf>".encode(),
+         "headers": [{"key": "onyx-message-id", "value": f"m{i}".encode()}]} for i in range(3)])
     kafka = KafkaDevCluster(name="conformance", run_dir=run_dir, port=free_port(), controller_port=free_port()).start()
     server = BackgroundServer(ServiceSettings(kafka.bootstrap_servers, builtin(), f"sqlite:///{run_dir / 'onyx.db'}",
-                                              "127.0.0.1", free_port(), admin_token=ADMIN_TOKEN)).start()
+                                              "127.0.0.1", free_port(), admin_token=ADMIN_TOKEN,
+                                              archive_dir=run_dir / "archive")).start()
     yield server
     server.stop()
     kafka.stop()
