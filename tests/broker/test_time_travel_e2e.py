@@ -1,0 +1,179 @@
+"""Time travel on the real overlay: six Spark brokers and the archive writer over a real
+Kafka of their own, the registration service over HTTP. Replay over a window equals the
+centralized engine over the messages published in it; a backfilled subscriber gets every
+match exactly once after de-duplication by message id, with messages flowing across the
+seam; profile history and "who received M" follow the profile log."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from broker import cli, topics
+from broker.clients import api
+from broker.local.cluster import LocalOverlay, OverlaySettings
+from broker.local.devcluster import KafkaDevCluster
+from broker.registry.backfill import BACKFILL_HEADER
+from routing.overlay import builtin
+from yfilter import Engine
+from yfilter.generators import DocGenerator, Schema
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+SOURCE = topics.source_topic("news")
+
+
+@pytest.fixture(scope="module")
+def cluster(spark, tmp_path_factory):
+    kafka = KafkaDevCluster(name="timetravel", run_dir=tmp_path_factory.mktemp("tt-kafka")).start()
+    c = LocalOverlay(builtin("figure4"), OverlaySettings(name="timetravel", bootstrap_servers=kafka.bootstrap_servers,
+                                                         archive=True), spark=spark)
+    c.start()
+    yield c
+    c.stop()
+    kafka.stop()
+
+
+def _docs(seed: int, n: int) -> list[bytes]:
+    return [DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=2, seed=seed + i).generate() for i in range(n)]
+
+
+def _publish(bootstrap: str, docs: list[bytes], prefix: str, rate: float = 0.0) -> dict[str, int]:
+    """Publish; message id -> the record's Kafka timestamp (what the archive keeps)."""
+    stamps: dict[str, int] = {}
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+
+    def done(err, msg):
+        if err is not None:
+            errors.append(err.str())
+        else:
+            stamps[msg.key().decode()] = msg.timestamp()[1]   # (a delivery report has no headers)
+
+    for i, doc in enumerate(docs):
+        mid = f"{prefix}-{i}".encode()
+        producer.produce(SOURCE, doc, mid, headers=[("onyx-message-id", mid)], on_delivery=done)
+        producer.poll(0)
+        if rate:
+            time.sleep(1 / rate)
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+    return stamps
+
+
+def _archived(cluster, ids, timeout=120):
+    """Wait until the archive holds every message of ``ids``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = api("GET", f"{cluster.api_url}/archive/messages?at={int(time.time() * 1000) + 60_000}")
+        if set(ids) <= {m["message_id"] for m in got["messages"]}:
+            return
+        time.sleep(1)
+    raise AssertionError("the archive writer did not archive the messages")
+
+
+def _replay(cluster, body) -> dict[str, list[str]]:
+    from broker.time_travel_client import stream_replay
+
+    out = {}
+    for line in stream_replay(cluster.api_url, body):
+        if "match" in line:
+            m = line["match"]
+            out[m["message_id"]] = m.get("results") or [m["xml"]]
+    return out
+
+
+def test_replay_equals_the_centralized_engine_over_the_window(cluster, capsys):
+    docs = _docs(900, 60)
+    stamps = _publish(cluster.bootstrap_servers, docs, "rp")
+    _archived(cluster, stamps)
+    times = [stamps[f"rp-{i}"] for i in range(60)]
+    lo, hi = times[10], times[49]
+    inside = [i for i, t in enumerate(times) if lo <= t <= hi]
+    profiles = ["/nitf/head/pubdata[@edition.area = 'SF']", "/nitf//p", "/nitf[head/title]//hl1",
+                "for $t in $msg/nitf/head/title return <t>{$t/text()}</t>"]
+    for text in profiles:
+        engine = Engine()
+        engine.add("p", text)
+        want = {}
+        for i in inside:
+            res = engine.run(docs[i]).get("p") if text.startswith("for") else (
+                [docs[i].decode()] if engine.match(docs[i]) else None)
+            if res:
+                want[f"rp-{i}"] = [r.decode() if isinstance(r, bytes) else r for r in res]
+        got = _replay(cluster, {"text": text, "from": lo, "to": hi})
+        assert set(got) == set(want), text
+        if text.startswith("for"):
+            assert got == want
+    # The command line, against the running service: same answer, a summary line.
+    text = profiles[0]
+    assert cli.main(["replay", text, "--from", str(lo), "--to", str(hi), "--api", cluster.api_url]) == 0
+    out = capsys.readouterr().out
+    engine = Engine()
+    engine.add("p", text)
+    n = sum(1 for i in inside if engine.match(docs[i]))
+    assert f"{n} matched of" in out and "through the archive's index" in out
+
+
+def _deliveries(bootstrap: str, topic: str, key: str, until: float) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"tt-{time.time_ns()}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    try:
+        while time.monotonic() < until:
+            out += [m for m in consumer.consume(500, timeout=0.5) if m.error() is None and m.key().decode() == key]
+    finally:
+        consumer.close()
+    return out
+
+
+def test_a_backfilled_subscriber_misses_nothing_at_the_seam(cluster):
+    text = "/nitf/head/pubdata[@edition.area = 'SF']"
+    engine = Engine()
+    engine.add("p", text)
+    since = int(time.time() * 1000)
+    before = _docs(1200, 40)
+    _publish(cluster.bootstrap_servers, before, "bf-a")             # before the profile exists
+    during = _docs(1300, 60)
+    flowing = threading.Thread(target=_publish, args=(cluster.bootstrap_servers, during, "bf-b", 15.0))
+    flowing.start()                                                  # across registration, backfill and seam
+    time.sleep(1)
+    profile = api("POST", f"{cluster.api_url}/profiles", {"text": text, "near": "b6"})
+    done = api("POST", f"{cluster.api_url}/profiles/{profile['profile_id']}/backfill", {"since": since},
+               token=profile["token"], timeout=200)
+    flowing.join()
+    after = _docs(1400, 20)
+    _publish(cluster.bootstrap_servers, after, "bf-c")
+    cluster.wait_idle(timeout=300)
+    want = {f"{p}-{i}" for p, docs in (("bf-a", before), ("bf-b", during), ("bf-c", after))
+            for i, d in enumerate(docs) if engine.match(d)}
+    records = _deliveries(cluster.bootstrap_servers, profile["delivery_topic"], profile["profile_id"],
+                          time.monotonic() + 5)
+    ids = [dict(r.headers())["onyx-message-id"].decode() for r in records]
+    backfilled = {i for r, i in zip(records, ids) if dict(r.headers()).get(BACKFILL_HEADER) == b"1"}
+    assert set(ids) == want                                          # nothing missed, nothing extra
+    assert backfilled and done["delivered"] == len(backfilled) == done["matched"]
+    assert {f"bf-a-{i}" for i, d in enumerate(before) if engine.match(d)} <= backfilled
+    assert set(done["seam"]) == {"news:0"}
+
+
+def test_profile_history_and_who_received_a_message(cluster):
+    a = api("POST", f"{cluster.api_url}/profiles", {"text": "/nitf/head/title"})
+    cluster.wait_idle(timeout=120)
+    stamps = _publish(cluster.bootstrap_servers, [b"<nitf><head><title>x</title></head></nitf>"], "who")
+    api("PUT", f"{cluster.api_url}/profiles/{a['profile_id']}", {"text": "/nitf/body"}, token=a["token"])
+    deadline = time.monotonic() + 120
+    while len(api("GET", f"{cluster.api_url}/profiles/{a['profile_id']}/history")["versions"]) < 2:
+        assert time.monotonic() < deadline, "the archive writer did not record the update"
+        time.sleep(1)
+    _archived(cluster, stamps)
+    versions = api("GET", f"{cluster.api_url}/profiles/{a['profile_id']}/history")["versions"]
+    assert [v["text"] for v in versions] == ["/nitf/head/title", "/nitf/body"] and versions[1]["to"] is None
+    assert versions[0]["to"] == versions[1]["from"]
+    got = api("GET", f"{cluster.api_url}/archive/messages/who-0/recipients")
+    assert a["profile_id"] in got["profiles"]
+    active = api("GET", f"{cluster.api_url}/archive/profiles?at={versions[0]['from']}")
+    assert {"profile_id": a["profile_id"], "text": "/nitf/head/title"} in active["profiles"]
