@@ -87,7 +87,7 @@ class PartitionArchive:
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
         where = (lambda name: None) if self.directory is None else (lambda name: self.directory / name)
-        self.store = PageStore(where("index.pages"), page_size, buffer_pages)
+        self.store = PageStore(where("index.pages"), page_size, buffer_pages, durable=True)
         self.blobs = Blobs(where("messages.log"))
         self.meta = self.store.meta.setdefault("partition", {"tick": 0, "time": 0, "offset": -1, "blobs": 0})
         if self.blobs.size() > self.meta["blobs"]:

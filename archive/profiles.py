@@ -46,9 +46,11 @@ class ProfileHistory:
         d = None if directory is None else Path(directory)
         if d is not None:
             d.mkdir(parents=True, exist_ok=True)
-        self.store = PageStore(None if d is None else d / "profiles.pages", page_size)
+        # One durable store for the versions and the lifetimes: a flush makes both (and the
+        # profile-log offsets in its metadata) durable together.
+        self.store = PageStore(None if d is None else d / "profiles.pages", page_size, durable=True)
         self.versions = MVBT(store=self.store, name="profiles")
-        self.lifetimes = RITree(path=None if d is None else d / "lifetimes", page_size=page_size)
+        self.lifetimes = RITree(store=self.store)
         self.texts = Blobs(None if d is None else d / "texts.log")
         self.meta = self.store.meta.setdefault("profile_texts", {"blobs": 0})
         self.log_offsets: dict = self.store.meta.setdefault("profile_log", {})
@@ -142,11 +144,8 @@ class ProfileHistory:
     def flush(self) -> None:
         self.texts.flush()
         self.store.flush()
-        for s in getattr(self.lifetimes.backend, "stores", {}).values():
-            s.flush()
 
     def close(self) -> None:
         self.flush()
         self.texts.close()
         self.store.close()
-        self.lifetimes.close()

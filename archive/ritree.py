@@ -103,17 +103,18 @@ def check_interval(lo: int, hi: int | None) -> None:
 class RITree:
     """An RI-tree: ``url`` names SQL tables through SQLAlchemy (``sqlite:///file.db``,
     ``postgresql://...``); without it, two B+-trees (plus one for open intervals) on
-    page files at ``path`` + ``.lower`` / ``.upper`` / ``.open`` or in memory."""
+    page files at ``path`` + ``.lower`` / ``.upper`` / ``.open`` or in memory, or on one
+    ``store`` shared with other structures (flushed, and so made durable, with them)."""
 
     def __init__(self, url: str | None = None, *, path: str | os.PathLike | None = None,
                  page_size: int = defaults.PAGE_SIZE, buffer_pages: int = defaults.BUFFER_PAGES,
-                 table_prefix: str = defaults.RITREE_TABLE_PREFIX) -> None:
+                 table_prefix: str = defaults.RITREE_TABLE_PREFIX, store: PageStore | None = None) -> None:
         if url is not None:
             from archive.ritree_sql import SqlBackend
 
             self.backend = SqlBackend(url, table_prefix)
         else:
-            self.backend = TreeBackend(path, page_size, buffer_pages)
+            self.backend = TreeBackend(path, page_size, buffer_pages, store)
 
     def insert(self, lo: int, hi: int | None, ident: int | str) -> None:
         """Add ``[lo, hi)`` under ``ident`` (``hi=None``: open-ended, still running)."""
@@ -160,15 +161,20 @@ class RITree:
 
 
 class TreeBackend:
-    """The RI-tree's indexes as B+-trees, each on its own page store and buffer."""
+    """The RI-tree's indexes as B+-trees, each on its own page store and buffer (or all
+    on one ``store``)."""
 
-    def __init__(self, path, page_size: int, buffer_pages: int) -> None:
-        self.stores = {n: PageStore(None if path is None else f"{path}.{n}", page_size, buffer_pages)
-                       for n in ("lower", "upper", "open")}
-        self.lower = BPlusTree(self.stores["lower"], "lower")
-        self.upper = BPlusTree(self.stores["upper"], "upper")
-        self.open = BPlusTree(self.stores["open"], "open")
-        self.meta = self.stores["upper"].meta.setdefault("ritree", {"max_upper": 1})
+    def __init__(self, path, page_size: int, buffer_pages: int, store: PageStore | None = None) -> None:
+        if store is not None:
+            self.stores = {"shared": store}
+            at = dict.fromkeys(("lower", "upper", "open"), store)
+        else:
+            self.stores = at = {n: PageStore(None if path is None else f"{path}.{n}", page_size, buffer_pages)
+                                for n in ("lower", "upper", "open")}
+        self.lower = BPlusTree(at["lower"], "ritree_lower")
+        self.upper = BPlusTree(at["upper"], "ritree_upper")
+        self.open = BPlusTree(at["open"], "ritree_open")
+        self.meta = at["upper"].meta.setdefault("ritree", {"max_upper": 1})
 
     def max_upper(self) -> int:
         return self.meta["max_upper"]
