@@ -102,9 +102,10 @@ def archive_profile_changes(where: str | os.PathLike, rows) -> int:
 
 def start(spark, bootstrap_servers: str, directory: str | os.PathLike, checkpoint: str | os.PathLike, *,
           pattern: str = SOURCE_PATTERN, starting_offsets: str = "earliest", available_now: bool = False,
-          processing_time: str | None = None):
+          processing_time: str | None = None, kafka_options: dict[str, str] | None = None):
     """Start the archive writer; returns the ``StreamingQuery``. ``available_now`` archives
-    what the topics hold and stops (backfilling an archive, tests)."""
+    what the topics hold and stops (backfilling an archive, tests); ``kafka_options`` are
+    more settings of Spark's Kafka source (``kafka.sasl.*``, say)."""
     from pyspark.sql import functions as F
 
     directory = str(Path(directory).resolve())
@@ -113,6 +114,7 @@ def start(spark, bootstrap_servers: str, directory: str | os.PathLike, checkpoin
             .option("subscribePattern", pattern)
             .option("startingOffsets", starting_offsets)
             .option("includeHeaders", "true")
+            .options(**(kafka_options or {}))
             .load()
             .select("topic", "partition", "offset", "key", "value", "headers",
                     (F.unix_micros("timestamp") / 1000).cast("long").alias("ts_ms")))

@@ -120,9 +120,11 @@ class LocalOverlay:
 
     def _start_archive_writer(self) -> None:
         from archive import writer
+        from broker.kafka_auth import spark_options
 
         self.archive_writer = writer.start(self.spark, self.bootstrap_servers, self.archive_dir,
-                                           self.dir / "archive-checkpoint", processing_time=config.ARCHIVE_TRIGGER)
+                                           self.dir / "archive-checkpoint", processing_time=config.ARCHIVE_TRIGGER,
+                                           kafka_options=spark_options())
 
     def revive(self) -> list[str]:
         """Start again, from their checkpoints, the streaming queries that died (the
