@@ -2,10 +2,11 @@
 service, an overlay on this machine, its Kubernetes rendering and the ``onyx`` command line.
 
 At the top: the broker job's entry point (``job.py``: ``python -m broker.job``, what the
-Helm chart runs), the ``onyx`` CLI (``cli.py``), every default (``config.py``), errors a
+Helm chart runs) and the archive writer's (``archive_job.py``), the ``onyx`` CLI (``cli.py``), every default (``config.py``), errors a
 user can act on (``errors.py``), topic names (``topics.py``), the rows brokers write
 (``packets.py``), Kafka authentication (``kafka_auth.py``), Java and the fetched jars
-(``jvm.py``) and the publish/subscribe clients (``clients.py``). The subpackages, by concern:
+(``jvm.py``), the publish/subscribe clients (``clients.py``) and the time-travel ones
+(``time_travel_client.py``). The subpackages, by concern:
 
 * :mod:`broker.control`: a broker's control state and its state log;
 * :mod:`broker.dataplane`: what a broker does with each record, on the executors;
@@ -15,8 +16,9 @@ user can act on (``errors.py``), topic names (``topics.py``), the rows brokers w
 * :mod:`broker.local`: Kafka and a whole overlay on this machine (``onyx up``, ``onyx demo``).
 
 Imports go one way, each part importing only parts before it: the top-level modules
-(``config``, ``errors``, ``topics``, ``packets``, ``kafka_auth``, ``jvm``, ``clients``) <-
-``control`` <- ``dataplane`` <- ``spark`` <- ``job`` <- ``registry`` <- ``deploy`` <-
+(``config``, ``errors``, ``topics``, ``packets``, ``kafka_auth``, ``jvm``, ``clients``,
+``time_travel_client``) <- ``control`` <- ``dataplane`` <- ``spark`` <- ``job`` (and
+``archive_job``) <- ``registry`` <- ``deploy`` <-
 ``local`` <- ``cli``. So what runs on the executors never loads the registration
 service, the dev cluster or Helm, and ``registry`` and ``deploy`` import only the
 top-level modules (``tests/test_layout.py`` checks both).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -475,8 +476,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_TIME_OPTIONS = ("--from", "--to", "--at", "--since")
+_OFFSET = re.compile(r"^-\d+(?:\.\d+)?[smhd]$")
+
+
+def _offsets_attached(argv: list[str]) -> list[str]:
+    """``--from -1h`` as ``--from=-1h``: argparse takes a value starting with '-' for an option.
+
+    >>> _offsets_attached(["replay", "/a", "--from", "-1h", "--to", "now"])
+    ['replay', '/a', '--from=-1h', '--to', 'now']
+    """
+    out: list[str] = []
+    for a in argv:
+        if out and out[-1] in _TIME_OPTIONS and _OFFSET.match(a):
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = _offsets_attached(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv[1:] if argv and argv[0] == "up" else None
     try:

@@ -176,7 +176,19 @@ class LocalOverlay:
 
     def status(self) -> dict:
         lag = self.lag()
-        return {"brokers": [dict(b, lag=lag.get(b["broker"])) for b in self.job.status()]}
+        out = {"brokers": [dict(b, lag=lag.get(b["broker"])) for b in self.job.status()]}
+        if self.archive_writer is not None:
+            out["archive"] = self.archive_status()
+        return out
+
+    def archive_status(self) -> dict:
+        """The archive writer's query: running, records archived so far by this run, the
+        last batch's input rows."""
+        q = self.archive_writer
+        progress = q.recentProgress if q is not None else []
+        return {"running": q is not None and q.isActive, "directory": str(self.archive_dir),
+                "records": sum(int(p.get("numInputRows", 0)) for p in progress),
+                "last_batch": int(progress[-1].get("numInputRows", 0)) if progress else 0}
 
     def cluster_info(self) -> dict:
         """What scripts and other Kafka clients need (written to ``.run/cluster.json``)."""

@@ -236,4 +236,8 @@ def status(say: Say) -> int:
     say(f"overlay at {info['api_url']}, kafka {info['bootstrap_servers']}, "
         f"status of {time.strftime('%H:%M:%S', time.localtime(data['time']))}")
     say(status_table(data))
+    archive = data.get("archive")
+    if archive is not None:
+        say(f"archive writer: {'running' if archive['running'] else 'STOPPED'}, {archive['records']:,} records in its "
+            f"recent batches (last batch {archive['last_batch']:,}); {archive['directory']}")
     return 0
