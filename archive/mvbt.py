@@ -34,7 +34,7 @@ lets the sweep reach their leaves, whose live entries end at the range's version
 from __future__ import annotations
 
 import os
-from bisect import insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 
 import msgpack
@@ -61,6 +61,10 @@ def _index_size(e: list) -> int:
 
 def _order(e: list):
     return (e[0], e[1])
+
+
+def _key_of(e: list):
+    return e[0]
 
 
 class MVBT:
@@ -179,18 +183,28 @@ class MVBT:
         path = [[pid, node, (), None, self.meta["root_born"]]]
         while node.level > 0:
             lo, hi = path[-1][2], path[-1][3]
-            live = sorted((e for e in node.entries if e[2] is None), key=_order)
-            idx = 0
-            for j, e in enumerate(live):
-                if e[0] > key:
-                    break
-                idx = j
-            chosen = live[idx]
-            if idx + 1 < len(live):
-                hi = live[idx + 1][0]
+            # Index entries are kept in ``_order`` (insort): the live child with the
+            # greatest key <= ``key`` (else the first live one) and the live entry after
+            # it are found by bisection and a short walk over closed entries (no sort:
+            # this runs for every change).
+            entries = node.entries
+            first_i = 0
+            while entries[first_i][2] is not None:
+                first_i += 1
+            i = bisect_right(entries, key, key=_key_of) - 1
+            while i >= 0 and entries[i][2] is not None:
+                i -= 1
+            if i < first_i:
+                i = first_i
+            chosen = entries[i]
+            j = i + 1
+            while j < len(entries) and entries[j][2] is not None:
+                j += 1
+            if j < len(entries):
+                hi = entries[j][0]
             # The first live child covers the node's range from its start (entries
             # before it may have been closed by a range delete).
-            if idx > 0:
+            if i > first_i:
                 lo = chosen[0]
             pid = chosen[3]
             node = self.store.get(pid)
@@ -206,8 +220,11 @@ class MVBT:
         self._check_entry(key, value)
         path = self._live_path(key)
         pid, leaf = path[-1][0], path[-1][1]
-        if any(e[0] == key and e[2] is None for e in leaf.entries):
-            raise KeyStateError(f"key {key!r} is live; delete it before inserting it again")
+        at = bisect_left(leaf.entries, key, key=_key_of)   # leaf entries are kept in _order
+        while at < len(leaf.entries) and leaf.entries[at][0] == key:
+            if leaf.entries[at][2] is None:
+                raise KeyStateError(f"key {key!r} is live; delete it before inserting it again")
+            at += 1
         entry = [key, version, None, bytes(value)]
         insort(leaf.entries, entry, key=_order)
         leaf.size += _leaf_size(entry)
