@@ -246,6 +246,14 @@ class KafkaDevCluster:
             proc.kill()
             proc.wait()
 
+    def kill(self) -> None:
+        """End the broker with SIGKILL, as a crash would (no clean shutdown: the next start
+        recovers its logs)."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

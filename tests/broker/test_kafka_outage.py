@@ -1,5 +1,5 @@
 """Kafka away for 30 s while messages flow, on the real thing: the test's own Kafka is
-stopped mid-stream and started again on the same data and ports; `onyx up` and its
+killed (SIGKILL) mid-stream and started again on the same data and ports; `onyx up` and its
 brokers wait and carry on (the streaming query is started again from its checkpoint if
 it gave up), the publisher's client holds its messages meanwhile, and in the end every
 delivery the centralized engine expects is there: 0 lost, 0 wrong."""
@@ -42,7 +42,7 @@ def test_brokers_wait_for_kafka_and_lose_nothing(tmp_path):
             publish(kafka.bootstrap_servers, "onyx.src.news", docs, rate=RATE, progress=False)), daemon=True)
         publisher.start()
         time.sleep(10)
-        kafka.stop()
+        kafka.kill()                      # a crash, not a clean shutdown
         time.sleep(OUTAGE_S)
         kafka.start()
         publisher.join(600)
