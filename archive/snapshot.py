@@ -21,16 +21,17 @@ from pathlib import Path
 from archive.directory import Archive
 from archive.locks import locked
 from archive.profiles import ProfileHistory
-from archive.writer import PROFILES_FOLDER
+from archive.writer import CATALOG_FOLDER, PROFILES_FOLDER
 
 
 @dataclass
 class Snapshot:
-    """The archive's messages and, once the writer has met a profile change, the
-    profiles' lifetimes."""
+    """The archive's messages and, once the writer has met a profile change (a source's
+    registration), the profiles' lifetimes (the sources' versions)."""
 
     archive: Archive
     profiles: ProfileHistory | None
+    catalog: ProfileHistory | None = None
 
 
 @contextmanager
@@ -42,12 +43,14 @@ def snapshot(root: str | os.PathLike) -> Iterator[Snapshot]:
             for source in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")):
                 for part in sorted(p for p in source.iterdir() if p.is_dir() and p.name.isdigit()):
                     stack.enter_context(locked(part, shared=True))
-        profiles = None
-        where = root / PROFILES_FOLDER
-        if (where / "profiles.pages").exists():
-            stack.enter_context(locked(where, shared=True))
-            profiles = ProfileHistory(where)
-            stack.callback(profiles.close)
+        histories = {}
+        for folder in (PROFILES_FOLDER, CATALOG_FOLDER):
+            where = root / folder
+            histories[folder] = None
+            if (where / "profiles.pages").exists():
+                stack.enter_context(locked(where, shared=True))
+                histories[folder] = ProfileHistory(where)
+                stack.callback(histories[folder].close)
         archive = Archive(root if root.is_dir() else None)
         stack.callback(archive.close)
-        yield Snapshot(archive, profiles)
+        yield Snapshot(archive, histories[PROFILES_FOLDER], histories[CATALOG_FOLDER])

@@ -5,7 +5,8 @@ directory (``<directory>/<source>/<partition>/``), and every profile change of t
 registration service's profile log (``onyx.profiles``: a record per registration or
 update, a tombstone per deletion) as a profile lifetime in a
 :class:`~archive.profiles.ProfileHistory` (``<directory>/_profiles/``; no source id
-starts with ``_``). The Spark edge of the archive: the only module of the package that
+starts with ``_``), and every version of a source of the catalog log (``onyx.catalog``)
+the same way (``<directory>/_catalog/``, the version's text being its catalog record). The Spark edge of the archive: the only module of the package that
 imports PySpark.
 
 Each micro-batch is archived by ``foreachPartition`` on the executors: the Kafka source
@@ -37,7 +38,13 @@ PROFILE_LOG = "onyx.profiles"
 PROFILES_FOLDER = "_profiles"
 """Where under the archive's directory the profile lifetimes are kept."""
 
-SOURCE_PATTERN = r"onyx\.src\..+|onyx\.profiles"
+CATALOG_LOG = "onyx.catalog"
+"""The registration service's catalog log: a record per source registered or changed."""
+
+CATALOG_FOLDER = "_catalog"
+"""Where under the archive's directory the sources' versions are kept."""
+
+SOURCE_PATTERN = r"onyx\.src\..+|onyx\.profiles|onyx\.catalog"
 """The topics the writer subscribes to (new sources are picked up as they appear)."""
 
 
@@ -48,15 +55,19 @@ def source_of(topic: str) -> str:
 def archive_rows(directory: str | os.PathLike, rows) -> dict[tuple[str, int], int]:
     """Archive ``rows`` (``topic, partition, offset, ts_ms, value, headers``) into the
     partition archives under ``directory``; returns records archived per partition."""
-    groups, changes = defaultdict(list), []
+    groups, changes, sources = defaultdict(list), [], []
     for r in rows:
         if r["topic"] == PROFILE_LOG:
             changes.append(r)
+        elif r["topic"] == CATALOG_LOG:
+            sources.append(r)
         else:
             groups[(source_of(r["topic"]), int(r["partition"]))].append(r)
     done = {}
     if changes:
-        done[(PROFILES_FOLDER, 0)] = archive_profile_changes(Path(directory) / PROFILES_FOLDER, changes)
+        done[(PROFILES_FOLDER, 0)] = archive_keyed_changes(Path(directory) / PROFILES_FOLDER, changes, profile_text)
+    if sources:
+        done[(CATALOG_FOLDER, 0)] = archive_keyed_changes(Path(directory) / CATALOG_FOLDER, sources, catalog_text)
     for (source, partition), group in groups.items():
         where = Path(directory) / source / str(partition)
         with locked(where):                        # one writer per partition archive
@@ -75,10 +86,28 @@ def archive_rows(directory: str | os.PathLike, rows) -> dict[tuple[str, int], in
     return done
 
 
-def archive_profile_changes(where: str | os.PathLike, rows) -> int:
-    """Record profile-log ``rows`` (``partition, offset, ts_ms, key, value``) as profile
-    lifetimes in the :class:`ProfileHistory` at ``where``; returns the changes recorded.
-    Offsets already recorded are skipped, so a replayed batch is harmless."""
+def profile_text(value: bytes | None) -> str | None:
+    """A profile-log record's profile text (``None``: deleted).
+
+    >>> profile_text(b'{"op": "add", "text": "/a"}'), profile_text(b'{"op": "delete"}'), profile_text(None)
+    ('/a', None, None)
+    """
+    if value is None:
+        return None
+    body = json.loads(bytes(value))
+    return None if body.get("op") == "delete" else body.get("text")
+
+
+def catalog_text(value: bytes | None) -> str | None:
+    """A catalog-log record as a source's version: the record itself (``None``: deleted)."""
+    return None if value is None else bytes(value).decode(errors="replace")
+
+
+def archive_keyed_changes(where: str | os.PathLike, rows, text_of) -> int:
+    """Record log ``rows`` (``partition, offset, ts_ms, key, value``; the key names what
+    changed, ``text_of(value)`` its new text or ``None`` when it is gone) as lifetimes in
+    the :class:`ProfileHistory` at ``where``; returns the changes recorded. Offsets
+    already recorded are skipped, so a replayed batch is harmless."""
     n = 0
     with locked(where):
         history = ProfileHistory(where)
@@ -89,11 +118,7 @@ def archive_profile_changes(where: str | os.PathLike, rows) -> int:
                 if offset <= seen.get(partition, -1) or r["key"] is None:
                     continue
                 pid = bytes(r["key"]).decode(errors="replace")
-                text = None
-                if r["value"] is not None:
-                    body = json.loads(bytes(r["value"]))
-                    text = None if body.get("op") == "delete" else body.get("text")
-                n += history.record(pid, text, int(r["ts_ms"]))
+                n += history.record(pid, text_of(r["value"]), int(r["ts_ms"]))
                 seen[partition] = offset
         finally:
             history.close()

@@ -10,6 +10,7 @@
   received it (the profiles active then whose text matches it);
 * ``GET /profiles/{id}/history``: every version of a profile, ``GET
   /archive/profiles?at=T``: the profiles active at ``T`` (an RI-tree stabbing query);
+  ``GET /sources/{id}/history``: every version of a source's catalog record;
 * ``POST /profiles/{id}/backfill``: the profile's archived matches since a time, delivered
   on its delivery topic up to the seam where its live deliveries start
   (:mod:`broker.registry.backfill`).
@@ -118,6 +119,18 @@ class Version(BaseModel):
 class ProfileHistoryView(BaseModel):
     profile_id: str
     versions: list[Version]
+
+
+class SourceVersion(BaseModel):
+    start: int = Field(alias="from", description="when this version was registered (ms)")
+    end: int | None = Field(alias="to", description="when it was replaced (null: it is the current one)")
+    record: dict[str, Any] = Field(description="the source as the catalog announced it (name, root broker, schema, "
+                                   "rate, size, dictionary)")
+
+
+class SourceHistoryView(BaseModel):
+    source_id: str
+    versions: list[SourceVersion]
 
 
 class ActiveProfile(BaseModel):
@@ -271,6 +284,22 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
         return ProfileHistoryView(profile_id=profile_id,
                                   versions=[Version.model_validate({"from": a, "to": b, "text": t})
                                             for a, b, t in versions])
+
+    @app.get("/sources/{source_id}/history", response_model=SourceHistoryView, response_model_by_alias=True,
+             summary="Every version of a source", operation_id="source_history",
+             responses=error_responses({404: "no such source: not registered, and the archive has no version of it",
+                                        **unavailable}))
+    def source_history(source_id: str) -> SourceHistoryView:
+        """Every archived version of a source's catalog record (the registration, and
+        any change of its root broker or dictionary since). The archive writer records a
+        registration a few seconds after it is made: a source registered just now may
+        have no version yet (an empty list)."""
+        with snapshot(opened()) as s:
+            versions = s.catalog.history(source_id) if s.catalog is not None else []
+        if not versions and store.source(source_id) is None:
+            raise HTTPException(404, f"no source {source_id!r}: not registered, and the archive has no version of it")
+        return SourceHistoryView(source_id=source_id, versions=[
+            SourceVersion.model_validate({"from": a, "to": b, "record": json.loads(t)}) for a, b, t in versions])
 
     @app.get("/archive/profiles", response_model=ActiveAt, summary="The profiles active at a time",
              operation_id="archive_profiles",

@@ -150,3 +150,15 @@ def test_without_an_archive_the_operations_answer_503(tmp_path):
     r = client.post("/replay", json={"text": "/a", "from": 0, "to": 1})
     assert r.status_code == 503 and "archive" in r.json()["detail"]
     assert client.get("/archive/profiles", params={"at": 0}).status_code == 503
+
+
+def test_source_history_follows_the_catalog_log(world):
+    client, _, root, sender = world
+    client.post("/sources", json={"name": "wire", "root_broker": "b3"})
+    rows = [{"topic": "onyx.catalog", "partition": 0, "offset": i, "ts_ms": T0 + i, "key": k, "value": v,
+             "headers": []} for i, (k, v) in enumerate((k, v) for t, (k, v, _) in sender.sent if t == "onyx.catalog")]
+    archive_rows(root, rows)
+    h = client.get("/sources/wire/history").json()
+    assert [(v["from"], v["to"], v["record"]["root_broker"]) for v in h["versions"]] == [(T0 + 1, None, "b3")]
+    assert client.get("/sources/news/history").json()["versions"][0]["record"]["source_id"] == "news"
+    assert client.get("/sources/nope/history").status_code == 404
