@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -50,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session("onyx-archive-writer")
     query = writer.start(spark, args.bootstrap_servers, args.directory, args.checkpoint,
                          processing_time=args.trigger, kafka_options=spark_options())
+    # SIGTERM (`onyx down`, Kubernetes) stops the query between batches: what a batch
+    # archived is flushed, the checkpoint says so.
+    signal.signal(signal.SIGTERM, lambda *_: query.stop())
     query.awaitTermination()
+    spark.stop()
     return 0
 
 

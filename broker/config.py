@@ -161,6 +161,13 @@ ARCHIVE_TRIGGER = os.environ.get("ONYX_ARCHIVE_TRIGGER", "2 seconds")
 """Micro-batch interval of the archive writer (ONYX_ARCHIVE_TRIGGER): archiving in batches of a
 couple of seconds leaves the cores to the brokers."""
 
+ARCHIVE_NICE = int(os.environ.get("ONYX_ARCHIVE_NICE", "10"))
+"""How much lower than the brokers' the CPU priority of ``onyx up``'s archive writer is
+(ONYX_ARCHIVE_NICE, a ``nice`` increment): the archive may lag, the brokers may not."""
+
+ARCHIVE_DRIVER_MEMORY = os.environ.get("ONYX_ARCHIVE_DRIVER_MEMORY", "1g")
+"""Driver memory of ``onyx up``'s archive writer application (ONYX_ARCHIVE_DRIVER_MEMORY)."""
+
 BACKFILL_TIMEOUT_S = float(os.environ.get("ONYX_BACKFILL_TIMEOUT", "60"))
 """How long a backfill waits for the brokers and the archive writer to reach its seam (ONYX_BACKFILL_TIMEOUT)."""
 

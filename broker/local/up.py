@@ -238,6 +238,6 @@ def status(say: Say) -> int:
     say(status_table(data))
     archive = data.get("archive")
     if archive is not None:
-        say(f"archive writer: {'running' if archive['running'] else 'STOPPED'}, {archive['records']:,} records in its "
-            f"recent batches (last batch {archive['last_batch']:,}); {archive['directory']}")
+        say(f"archive writer: {'running (pid ' + str(archive['pid']) + ')' if archive['running'] else 'STOPPED'}; "
+            f"archive in {archive['directory']}")
     return 0
