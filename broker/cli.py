@@ -454,9 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
     deploy_sub = deploy.add_subparsers(dest="deploy_command", required=True, metavar="SUBCOMMAND")
     render = deploy_sub.add_parser(
         "render",
-        help="print the Kubernetes manifests (Strimzi Kafka + topics, Spark brokers, registration service) for an overlay",
+        help="print the Kubernetes manifests (Strimzi Kafka + topics, Spark brokers and archive writer, registration "
+        "service) for an overlay",
         description="Render deploy/helm/onyx for an overlay config with `helm template`: one KafkaTopic per topic "
-        "the overlay needs, one SparkApplication per broker, the registration service and the overlay ConfigMap. "
+        "the overlay needs, one SparkApplication per broker and one for the archive writer (with its volume), the "
+        "registration service and the overlay ConfigMap. "
         "Pipe the output to `kubectl apply -f -`, or use --values-only to get a values file for `helm install -f`.",
     )
     render.add_argument("--overlay", type=Path, default=None,

@@ -6,7 +6,8 @@
 #   geometric20 a 20-broker, 2-source random geometric overlay, rendered by `onyx deploy render`
 #   options     figure4 with the non-default branches on (PostgreSQL, 2 registry replicas,
 #               ingress, object-store checkpoints, per-broker override, external Kafka,
-#               publishers per source, subscribers' Kafka users, custom delivery topic prefixes)
+#               publishers per source, subscribers' Kafka users, custom delivery topic prefixes,
+#               a ReadWriteMany archive volume with its own trigger)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${K8S_VERSIONS:?}"
@@ -37,6 +38,9 @@ security:
   deliveryTopicPrefixes: [alerts., partners.]
   publishers: [{name: wire, sources: [news]}, {name: everything}]
   subscribers: [{name: alice, id: s3f2a9c0d1e4b5a6f, topics: [alerts.sf]}, {name: bob, id: s0123456789abcdef}]
+archive:
+  trigger: 10 seconds
+  volume: {accessMode: ReadWriteMany, storageClass: nfs, size: 100Gi, keep: false}
 VALUES
 
 validate() {  # name, then extra arguments for helm / onyx deploy render

@@ -26,6 +26,12 @@ def by_kind(manifests: str) -> dict[str, list[dict]]:
     return docs
 
 
+def broker_apps(docs) -> dict[str, dict]:
+    """The brokers' SparkApplications by broker id (the archive writer's is not one)."""
+    return {a["metadata"]["annotations"]["onyx.io/broker-id"]: a for a in docs["SparkApplication"]
+            if a["metadata"]["labels"]["onyx.io/component"] == "broker"}
+
+
 def test_default_values_hold_the_generated_figure4_overlay():
     values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
     assert values["overlay"] == overlay_values(builtin("figure4"))["overlay"], (
@@ -47,7 +53,7 @@ def test_every_topic_read_or_written_has_a_kafka_topic_and_every_broker_an_appli
     assert touched == {t for b in plan.brokers for t in (*b.reads, *b.writes)}
     assert yaml.safe_load(configmap["data"]["overlay.yaml"]) == yaml.safe_load(yaml.safe_dump(overlay.to_dict()))
 
-    apps = {a["metadata"]["annotations"]["onyx.io/broker-id"]: a for a in docs["SparkApplication"]}
+    apps = broker_apps(docs)
     assert sorted(apps) == overlay.brokers
     for broker, app in apps.items():
         assert app["spec"]["arguments"] == ["--broker", broker, "--overlay", "/etc/onyx/overlay.yaml"]
@@ -71,7 +77,7 @@ def test_per_broker_overrides_and_checkpoint_volumes(helm, tmp_path):
     values = tmp_path / "values.yaml"
     values.write_text("brokers: {overrides: {b1: {executor: {instances: 4}}}}\n")
     docs = by_kind(render(builtin("figure4"), values_files=[values], helm=helm))
-    apps = {a["metadata"]["annotations"]["onyx.io/broker-id"]: a["spec"] for a in docs["SparkApplication"]}
+    apps = {broker: a["spec"] for broker, a in broker_apps(docs).items()}
     assert apps["b1"]["executor"]["instances"] == 4 and apps["b2"]["executor"]["instances"] == 1
     claims = {c["metadata"]["name"] for c in docs["PersistentVolumeClaim"]}
     for spec in apps.values():
@@ -96,11 +102,126 @@ def test_registration_service_probes_health_and_keeps_sqlite_on_a_volume(helm):
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
 
 
+def _archive(docs) -> tuple[dict | None, dict | None]:
+    """(the archive writer's SparkApplication, its PersistentVolumeClaim), None when not rendered."""
+    def named(kind):
+        found = [d for d in docs.get(kind, []) if d["metadata"]["name"] == "onyx-archive"]
+        assert len(found) <= 1
+        return found[0] if found else None
+    return named("SparkApplication"), named("PersistentVolumeClaim")
+
+
+def _registry_pod(docs) -> tuple[dict, dict]:
+    """(pod spec, container) of the registration service."""
+    (deployment,) = docs["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return pod, container
+
+
+def _env(env: list[dict]) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in env}
+
+
+def _driver_affinity(spec: dict, app: dict) -> list[dict]:
+    """The required pod-affinity terms of ``spec`` that pin it to ``app``'s driver's node."""
+    driver_labels = {**app["spec"]["driver"]["labels"], "spark-role": "driver"}
+    terms = spec.get("affinity", {}).get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    return [t for t in terms if t["topologyKey"] == "kubernetes.io/hostname"
+            and t["labelSelector"]["matchLabels"].items() <= driver_labels.items()]
+
+
+def test_archive_writer_runs_as_a_spark_application_on_its_volume(helm, monkeypatch):
+    """Issue 30: the archive writer is a SparkApplication of its own whose driver (checkpoint)
+    and executors (archive) mount the archive's claim, kept on uninstall."""
+    docs = by_kind(render(builtin("figure4"), helm=helm))
+    app, claim = _archive(docs)
+    spec = app["spec"]
+    main_file = spec["mainApplicationFile"]
+    assert main_file == "local:///opt/onyx/broker/archive_job.py"
+    assert (CHART_DIR.parents[2] / main_file.removeprefix("local:///opt/onyx/")).is_file()  # the image's /opt/onyx
+    assert spec["restartPolicy"]["type"] == "Always"
+    assert spec["sparkVersion"] == broker_apps(docs)["b1"]["spec"]["sparkVersion"]          # one image
+    assert spec["driver"]["serviceAccount"] == broker_apps(docs)["b1"]["spec"]["driver"]["serviceAccount"]
+    (volume,) = spec["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"] and claim["spec"]["resources"]["requests"]["storage"]
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+    for role in ("driver", "executor"):
+        (mount,) = [m for m in spec[role]["volumeMounts"] if m["name"] == volume["name"]]
+        env = _env(spec[role]["env"])
+        archive_dir, checkpoint = env["ONYX_ARCHIVE_DIR"], env["ONYX_CHECKPOINT_DIR"]
+        # Both on the claim, neither inside the other (the archive's folders are its sources).
+        assert all(d.startswith(mount["mountPath"].rstrip("/") + "/") for d in (archive_dir, checkpoint))
+        assert not archive_dir.startswith(checkpoint + "/") and not checkpoint.startswith(archive_dir + "/")
+        assert env["ONYX_KAFKA_BOOTSTRAP"] == "onyx-kafka-bootstrap:9092" and not mount.get("readOnly")
+        assert "ONYX_ARCHIVE_TRIGGER" not in env                                 # the job's own default
+        # A new claim is root's: the pods' group (the image's user) may write it.
+        assert spec[role]["podSecurityContext"]["fsGroup"] == 185
+    # ... and the real entry point takes its settings from that environment.
+    for name, value in env.items():
+        if value is not None:
+            monkeypatch.setenv(name, value)
+    from broker import archive_job
+    args = archive_job.build_parser().parse_args([])
+    assert (str(args.directory), str(args.checkpoint), args.bootstrap_servers) == (
+        archive_dir, checkpoint, "onyx-kafka-bootstrap:9092")
+
+    docs = by_kind(render(builtin("figure4"), set_values=["archive.trigger=10 seconds"], helm=helm))
+    app, _ = _archive(docs)
+    assert _env(app["spec"]["executor"]["env"])["ONYX_ARCHIVE_TRIGGER"] == "10 seconds"
+
+
+def test_registration_service_reads_the_archive_from_the_writers_volume(helm):
+    docs = by_kind(render(builtin("figure4"), helm=helm))
+    app, claim = _archive(docs)
+    pod, container = _registry_pod(docs)
+    (volume,) = [v for v in pod["volumes"] if v.get("persistentVolumeClaim", {}).get("claimName") == "onyx-archive"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    archive_dir = _env(container["env"])["ONYX_ARCHIVE_DIR"]
+    # The folder the executors write, at the same path.
+    assert archive_dir == _env(app["spec"]["executor"]["env"])["ONYX_ARCHIVE_DIR"]
+    assert archive_dir.startswith(mount["mountPath"].rstrip("/") + "/")
+    # Its readers open the files in write modes (archive/locks.py): a read-only mount would fail them.
+    assert not mount.get("readOnly")
+
+
+def test_a_read_write_once_archive_volume_puts_its_users_on_the_writers_driver_node(helm):
+    docs = by_kind(render(builtin("figure4"), helm=helm))
+    app, _ = _archive(docs)
+    pod, _ = _registry_pod(docs)
+    assert _driver_affinity(app["spec"]["executor"], app) and _driver_affinity(pod, app)
+    # ... and a restarted driver prefers the node where the registry holds the volume.
+    (preferred,) = app["spec"]["driver"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= (
+        docs["Deployment"][0]["spec"]["template"]["metadata"]["labels"].items())
+
+    docs = by_kind(render(builtin("figure4"), set_values=["archive.volume.accessMode=ReadWriteMany"], helm=helm))
+    app, claim = _archive(docs)
+    pod, _ = _registry_pod(docs)
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert all("affinity" not in spec for spec in (app["spec"]["driver"], app["spec"]["executor"], pod))
+
+
+def test_without_the_archive_nothing_of_it_is_rendered(helm):
+    docs = by_kind(render(builtin("figure4"), set_values=["archive.enabled=false"], helm=helm))
+    assert _archive(docs) == (None, None)
+    assert "onyx-archive" not in _users(docs)
+    pod, container = _registry_pod(docs)
+    assert "ONYX_ARCHIVE_DIR" not in _env(container["env"]) and "affinity" not in pod    # time travel answers 503
+    assert not any(v.get("persistentVolumeClaim", {}).get("claimName") == "onyx-archive" for v in pod["volumes"])
+    assert sorted(broker_apps(docs)) == builtin("figure4").brokers
+
+
 @pytest.mark.parametrize("bad, complaint", [
     ("registry.replicas=2", "/registry/replicas"),                    # SQLite is one file
     ("kafka.nodePool.replicas=0", "/kafka/nodePool/replicas"),
     ("brokers.checkpoints.type=nfs", "/brokers/checkpoints/type"),
     ("brokers.executer.instances=2", "executer"),                      # a typo is not ignored
+    ("archive.volume.sise=5Gi", "sise"),
+    ("archive.volume.accessMode=ReadWriteOncePod", "/archive/volume/accessMode"),  # executors and the registry share it
+    ("archive.trigger=soon", "/archive/trigger"),
 ])
 def test_values_schema_rejects_bad_values(helm, bad, complaint):
     with pytest.raises(deploy_render.DeployError, match=complaint):
@@ -120,7 +241,8 @@ def test_cli_renders_and_reports_a_bad_overlay_in_one_line(helm, tmp_path):
     good.write_text("brokers: [x, y]\nlinks: [[x, y]]\nsources: [{id: feed, root: x}]\n")
     out = subprocess.run([sys.executable, "-m", "broker.cli", "deploy", "render", "--overlay", str(good),
                           "--helm", helm], capture_output=True, text=True, check=True).stdout
-    assert {a["metadata"]["name"] for a in by_kind(out)["SparkApplication"]} == {"onyx-broker-x", "onyx-broker-y"}
+    assert {a["metadata"]["name"] for a in by_kind(out)["SparkApplication"]} == {"onyx-broker-x", "onyx-broker-y",
+                                                                                "onyx-archive"}
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("brokers: [x, y]\nlinks: [[x, z]]\n")
@@ -137,6 +259,16 @@ def test_image_constraints_pin_every_runtime_dependency():
               for line in (CHART_DIR.parents[1] / "image" / "constraints.txt").read_text().splitlines()
               if "==" in line and not line.startswith("#")}
     assert names <= pinned, f"add to deploy/image/constraints.txt: {sorted(names - pinned)}"
+
+
+def test_image_holds_every_package_of_the_project():
+    """The image's jobs import them: the archive writer (broker/archive_job.py) and the
+    registration service's time travel need `archive`, say."""
+    project = tomllib.loads((CHART_DIR.parents[2] / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    copied = set(re.findall(r"^COPY (\w+)/ \1/$", (CHART_DIR.parents[1] / "image" / "Containerfile").read_text(),
+                            re.MULTILINE))
+    assert packages <= copied, f"add to deploy/image/Containerfile: COPY {sorted(packages - copied)}"
 
 
 def _allowed(user: dict, operation: str, topic: str) -> bool:
@@ -192,7 +324,7 @@ def test_kafka_users_let_each_party_touch_only_its_topics(helm, overlay, tmp_pat
     internal_never_written = [topics.source_topic("any"), source, topics.CATALOG, topics.PROFILES,
                               "onyx.catalog-v2", "onyx.profiles.tmp"]
 
-    apps = {a["metadata"]["annotations"]["onyx.io/broker-id"]: a for a in docs["SparkApplication"]}
+    apps = broker_apps(docs)
     for b in plan.brokers:
         user = users[f"onyx-broker-{b.key}"]
         assert all(_allowed(user, "Read", t) for t in b.reads)
@@ -220,6 +352,19 @@ def test_kafka_users_let_each_party_touch_only_its_topics(helm, overlay, tmp_pat
     for publisher in (wire, everything):
         assert not any(_allowed(publisher, op, t) for op in ("Read", "Write")
                        for t in (topics.broker_topic(overlay.brokers[0]), topics.PROFILES, "onyx.deliver.s1"))
+
+    # The archive writer reads every source (those registered later too) and the profile log, writes nothing.
+    archive = users["onyx-archive"]
+    assert all(_allowed(archive, "Read", t) for t in (*everyone, topics.source_topic("later"), topics.PROFILES))
+    assert not any(_allowed(archive, "Read", t) for t in (topics.broker_topic(overlay.brokers[0]), topics.CATALOG,
+                                                          "onyx.deliver.s1", "payments"))
+    assert not any(_allowed(archive, "Write", t) for t in (*internal_never_written, *everyone, "onyx.deliver.s1",
+                                                           topics.broker_topic(overlay.brokers[0]), "payments"))
+    assert {"type": "group", "name": "spark-kafka-source-", "patternType": "prefix"} in [
+        r["resource"] for r in archive["spec"]["authorization"]["acls"] if r.get("type", "allow") == "allow"]
+    (writer,) = [a for a in docs["SparkApplication"] if a["metadata"]["name"] == "onyx-archive"]
+    for role in ("driver", "executor"):
+        assert _auth_env(writer["spec"][role]["env"]) == ("onyx-archive", "onyx-archive")
 
     alice, bob = users["onyx-sub-alice"], users["onyx-sub-bob"]
     assert _allowed(alice, "Read", "onyx.deliver.s1") and _allowed(alice, "Read", "alerts.sf")

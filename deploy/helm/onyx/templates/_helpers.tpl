@@ -86,3 +86,40 @@ app.kubernetes.io/part-of: onyx
   value: SCRAM-SHA-512
 {{- end }}
 {{- end }}
+
+{{/* The user id of the image (deploy/image/Containerfile SPARK_UID): the owner of what its pods write. */}}
+{{- define "onyx.imageUid" -}}
+185
+{{- end }}
+
+{{/* The archive writer's SparkApplication; its PersistentVolumeClaim and Kafka user bear the same name. */}}
+{{- define "onyx.archiveName" -}}
+{{- printf "%s-archive" (include "onyx.fullname" .) }}
+{{- end }}
+
+{{/* The archive on its volume (what the writer writes and the registration service reads)... */}}
+{{- define "onyx.archiveDir" -}}
+{{- printf "%s/data" (trimSuffix "/" .Values.archive.volume.mountPath) }}
+{{- end }}
+
+{{/* ... and the writer's checkpoint beside it (see archive.volume in values.yaml). */}}
+{{- define "onyx.archiveCheckpointDir" -}}
+{{- printf "%s/checkpoint" (trimSuffix "/" .Values.archive.volume.mountPath) }}
+{{- end }}
+
+{{/*
+The affinity of the pods that mount the archive volume besides the writer's driver (its
+executors, the registration service): a ReadWriteOnce volume is attached to one node, the
+driver's, so they must run there. Empty with ReadWriteMany.
+*/}}
+{{- define "onyx.archiveAffinity" -}}
+{{- if eq .Values.archive.volume.accessMode "ReadWriteOnce" }}
+podAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          spark-app: {{ include "onyx.archiveName" . }}
+          spark-role: driver
+{{- end }}
+{{- end }}
