@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -40,9 +41,18 @@ def api(method: str, url: str, body: dict | None = None, token: str | None = Non
                **({"X-Onyx-Subscriber-Token": subscriber_token} if subscriber_token else {})}
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data, headers, method=method)
-    try:
+    with answered(method, url, timeout):
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
+    return json.loads(raw) if raw else None
+
+
+@contextmanager
+def answered(method: str, url: str, timeout: float) -> Iterator[None]:
+    """Around a request to the registration service: its failures as :class:`ApiError`
+    with the service's own message (the ``detail`` of its error body)."""
+    try:
+        yield
     except urllib.error.HTTPError as exc:
         try:
             detail = json.loads(exc.read()).get("detail")
@@ -53,7 +63,6 @@ def api(method: str, url: str, body: dict | None = None, token: str | None = Non
         raise ApiError(f"cannot reach the registration service at {url}: {exc.reason}") from None
     except TimeoutError:
         raise ApiError(f"{method} {url}: no answer in {timeout:.0f} s") from None
-    return json.loads(raw) if raw else None
 
 
 def messages_from(paths: list[Path], generate: int = 0, seed: int = 1) -> Iterator[tuple[str, bytes]]:

@@ -18,13 +18,12 @@ import json
 import re
 import sys
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 
-from broker.clients import ApiError, api
+from broker.clients import answered, api
 
 Say = Callable[[str], None]
 _OFFSET = re.compile(r"^-(\d+(?:\.\d+)?)([smhd])$")
@@ -68,19 +67,11 @@ def stream_replay(api_url: str, body: dict, timeout: float = 600.0) -> Iterator[
     """The JSON lines ``POST /replay`` answers, as they come."""
     req = urllib.request.Request(f"{api_url}/replay", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"}, method="POST")
-    try:
+    with answered("POST", f"{api_url}/replay", timeout):
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             for line in resp:
                 if line.strip():
                     yield json.loads(line)
-    except urllib.error.HTTPError as exc:
-        try:
-            detail = json.loads(exc.read()).get("detail")
-        except ValueError:
-            detail = exc.reason
-        raise ApiError(f"POST {api_url}/replay: HTTP {exc.code}: {detail}") from None
-    except urllib.error.URLError as exc:
-        raise ApiError(f"cannot reach the registration service at {api_url}: {exc.reason}") from None
 
 
 def replay(api_url: str, profile: str, start: int, end: int, say: Say, *, source: str | None = None,
@@ -133,12 +124,10 @@ def messages_at(api_url: str, at: int, path: str | None, value: str | None, say:
 
 
 def message(api_url: str, message_id: str, say: Say) -> int:
-    try:
-        with urllib.request.urlopen(f"{api_url}/archive/messages/{urllib.parse.quote(message_id, safe='')}",
-                                    timeout=30) as resp:
+    url = f"{api_url}/archive/messages/{urllib.parse.quote(message_id, safe='')}"
+    with answered("GET", url, 30):
+        with urllib.request.urlopen(url, timeout=30) as resp:
             say(resp.read().decode(errors="replace"))
-    except urllib.error.HTTPError as exc:
-        raise ApiError(f"message {message_id}: HTTP {exc.code}: {json.loads(exc.read()).get('detail')}") from None
     return 0
 
 

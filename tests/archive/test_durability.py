@@ -26,14 +26,20 @@ def _tree(path):
     return store, BPlusTree(store, "t")
 
 
-def test_a_flush_cut_after_its_journal_is_finished_when_the_store_opens(tmp_path, monkeypatch):
-    path = tmp_path / "t.pages"
+def _two_batches(path):
+    """A tree with one flushed batch of keys and a second one not flushed yet."""
     store, tree = _tree(path)
     for i in range(200):
         tree.insert((i,), b"x" * 20)
     store.flush()
     for i in range(200, 400):
         tree.insert((i,), b"y" * 20)
+    return store
+
+
+def test_a_flush_cut_after_its_journal_is_finished_when_the_store_opens(tmp_path, monkeypatch):
+    path = tmp_path / "t.pages"
+    store = _two_batches(path)
 
     def killed(*_):
         raise KeyboardInterrupt("killed while writing pages in place")
@@ -51,13 +57,7 @@ def test_a_flush_cut_after_its_journal_is_finished_when_the_store_opens(tmp_path
 
 def test_a_flush_cut_before_its_journal_is_complete_leaves_the_previous_one(tmp_path):
     path = tmp_path / "t.pages"
-    store, tree = _tree(path)
-    for i in range(200):
-        tree.insert((i,), b"x" * 20)
-    store.flush()
-    for i in range(200, 400):
-        tree.insert((i,), b"y" * 20)
-    store.flush()
+    _two_batches(path).flush()
     # A journal cut short (the crash came while it was written): ignored.
     path.with_name("t.pages.journal").write_bytes(b"ONYXJRN1\x00\x00\x00\x00garbage")
     store2, tree2 = _tree(path)
