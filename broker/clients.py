@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from broker import topics
-from broker.kafka_auth import client_options
 
 Say = Callable[[str], None]
 
