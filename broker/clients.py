@@ -31,18 +31,34 @@ class ApiError(RuntimeError):
     """The registration service refused a request or could not be reached."""
 
 
+RATE_LIMIT_RETRIES = 5
+"""How many times :func:`api` sends a request again that the service refused with 429
+(a subscriber over its registration rate), each after the ``Retry-After`` it was given."""
+
+
 def api(method: str, url: str, body: dict | None = None, token: str | None = None,
         subscriber_token: str | None = None, timeout: float = 30.0) -> dict | list | None:
     """One JSON request to the registration service, with a profile's ``token`` and/or a
     ``subscriber_token`` if given; :class:`ApiError` with the service's own message for a
-    4xx/5xx answer."""
+    4xx/5xx answer. A 429 is waited out (its ``Retry-After``) and tried again, up to
+    :data:`RATE_LIMIT_RETRIES` times."""
     headers = {"Content-Type": "application/json", **({"X-Onyx-Token": token} if token else {}),
                **({"X-Onyx-Subscriber-Token": subscriber_token} if subscriber_token else {})}
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data, headers, method=method)
-    with answered(method, url, timeout):
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = resp.read()
+    for attempt in range(RATE_LIMIT_RETRIES + 1):
+        req = urllib.request.Request(url, data, headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                raw = resp.read()
+            break
+        except urllib.error.HTTPError as exc:
+            if exc.code != 429 or attempt == RATE_LIMIT_RETRIES:
+                with answered(method, url, timeout):
+                    raise
+            time.sleep(min(float(exc.headers.get("Retry-After") or 1), 60.0))
+        except (urllib.error.URLError, TimeoutError):
+            with answered(method, url, timeout):
+                raise
     return json.loads(raw) if raw else None
 
 
