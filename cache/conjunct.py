@@ -1,0 +1,128 @@
+"""One conjunction of literals: build-ranges over it (is it satisfiable?), its minimal
+form, and its XPath text (thesis sections 3.4, 5.1 and 5.4).
+
+build-ranges collects, per column, what *every* value must be (the negated literals:
+``not(A)`` on a node set fails for each of its values) and what *some* value must be
+(each positive literal). A column is satisfiable when
+
+* ``single`` / ``first`` (no value or one): no positive literal (the value may be
+  absent), or one value meets them all and every negation;
+* ``one`` / ``time`` (exactly one value): one value meets everything;
+* ``multi`` (any number of values): each positive literal has a value meeting it and
+  every negation; distinct literals may use distinct values.
+
+Columns are reasoned about independently, and a value's string and number apart
+(:mod:`cache.values`): "unsatisfiable" is always right, "satisfiable" may be a false
+alarm, which costs a region or a remainder that holds nothing, never an answer.
+
+>>> from cache.atoms import Atom, Column, SINGLE
+>>> d = Column("@D", SINGLE)
+>>> q = (Lit(Atom(d, ">=", 1700.0, "1700")), Lit(Atom(d, "<=", 1900.0, "1900")))
+>>> part = q + (Lit(Atom(d, "<=", 1800.0, "1800"), False),)      # q AND NOT c, thesis T1
+>>> satisfiable(part), text(simplify(part))
+(True, '@D > 1800 and @D <= 1900')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from cache.atoms import CONTAINS, EXISTS, FIRST, MULTI, SINGLE, TIME, Atom, Column, Lit
+from cache.numbers import REAL, NumRange
+from cache.values import EVERY, ValueSet
+
+Conjunct = tuple[Lit, ...]
+
+TRUE_TEXT = "."
+"""XPath predicate text that every element satisfies (the empty conjunction)."""
+
+_BASE = {TIME: ValueSet(numbers=REAL)}
+"""What a column's values are before any literal (a time is never NaN)."""
+
+
+def satisfiable(lits: Iterable[Lit]) -> bool:
+    """build-ranges: ``False`` only if no item can satisfy every literal."""
+    by_column: dict[Column, list[Lit]] = {}
+    for lit in lits:
+        by_column.setdefault(lit.atom.column, []).append(lit)
+    return all(_column_satisfiable(col.kind, group) for col, group in by_column.items())
+
+
+def _column_satisfiable(kind: str, lits: list[Lit]) -> bool:
+    every: ValueSet | None = _BASE.get(kind, EVERY)
+    some: list[ValueSet | None] = []
+    for lit in lits:
+        values = lit.values()
+        if lit.positive:
+            some.append(values)
+        elif every is not None:
+            every = None if values is None else every.meet(values)
+    if kind == MULTI:
+        return all(s is not None and every is not None and every.meet(s) is not None for s in some)
+    if kind in (SINGLE, FIRST) and not some:
+        return True
+    merged = every
+    for s in some:
+        merged = None if merged is None or s is None else merged.meet(s)
+    return merged is not None
+
+
+def simplify(lits: Sequence[Lit]) -> Conjunct:
+    """The minimal form of a satisfiable conjunction: duplicates and every literal the
+    others imply are dropped (section 5.4: subgoal order and redundancy do not matter).
+    Each drop is exact, whatever the precision of :func:`satisfiable`."""
+    out = list(dict.fromkeys(lits))
+    i = 0
+    while i < len(out):
+        rest = out[:i] + out[i + 1:]
+        if satisfiable(rest + [out[i].negate()]):
+            i += 1
+        else:
+            del out[i]
+    return tuple(out)
+
+
+def written(lit: Lit, context: Sequence[Lit]) -> Atom | None:
+    """The positive atom that says the same as the negated ``lit`` among ``context``
+    (the thesis' ``M != 'Menschen'`` for ``not(M = 'Menschen')``), or ``None`` where
+    only ``not(...)`` is right: for a column with at most one value, when the others
+    already require a value there (and a number, for numeric operators)."""
+    if lit.positive or lit.atom.column.kind in (MULTI, TIME):
+        return None
+    other = lit.atom.complement()
+    if other is None or satisfiable([*context, lit, Lit(other, False)]):
+        return None
+    return other
+
+
+_GROUP = {EXISTS: 0, "=": 1, ">": 2, ">=": 2, "<": 3, "<=": 3, "!=": 4, CONTAINS: 5}
+
+
+def text(lits: Sequence[Lit]) -> str:
+    """XPath predicate text of the conjunction (its time literals left out): per column in
+    order of appearance, equalities, lower bounds, upper bounds, inequalities,
+    substrings, then negations; :data:`TRUE_TEXT` when nothing is left."""
+    columns: dict[Column, int] = {}
+    keyed = []
+    for i, lit in enumerate(lits):
+        col = lit.atom.column
+        if col.kind == TIME:
+            continue
+        order = columns.setdefault(col, len(columns))
+        others = [x for j, x in enumerate(lits) if j != i]
+        atom = lit.atom if lit.positive else written(lit, others)
+        if atom is None:
+            keyed.append(((order, 6, i), lit.text()))
+        else:
+            keyed.append(((order, _GROUP[atom.op], i), atom.text()))
+    return " and ".join(t for _, t in sorted(keyed)) or TRUE_TEXT
+
+
+def time_range(lits: Iterable[Lit]) -> NumRange | None:
+    """The times the conjunction allows (``None``: none)."""
+    out: NumRange | None = REAL
+    for lit in lits:
+        if lit.atom.column.kind == TIME and out is not None:
+            values = lit.values()
+            out = None if values is None else out.meet(values.numbers)
+    return out

@@ -1,0 +1,98 @@
+"""cache-lookup (thesis section 5.2, Fig. 15): which regions answer which part of a
+query, and the remainder (section 5.3) the source must still answer.
+
+For each conjunction ``Conj`` of the query (made pairwise disjoint first): ``CC = {Conj}``;
+for each region ``C`` of the concept and each ``Conj'`` in ``CC``, match-type(Conj', C):
+
+| outcome     | from the cache          | what stays in CC   |
+|-------------|-------------------------|--------------------|
+| exact       | all of C's items        | nothing            |
+| containing  | Conj' applied to C's    | nothing            |
+| contained   | all of C's items        | Conj' AND NOT C    |
+| overlapping | Conj' applied to C's    | Conj' AND NOT C    |
+| disjoint    | nothing                 | Conj'              |
+
+stopping early when ``CC`` is empty. What is left over every conjunction is the
+remainder, a list of conjunctions disjoint from each other and from every region: each
+becomes one new region. Regions are disjoint, so what is found does not depend on their order.
+
+When one conjunction splits into more than :data:`cache.defaults.MAX_PARTS` parts, it is
+fetched whole instead, and the regions it overlaps are given up (:attr:`Plan.evict`),
+which keeps the regions disjoint (section 4.3 mentions sending the original query when
+the complement grows too complex).
+
+>>> from cache.condition import Condition
+>>> from cache.regions import Region
+>>> [c] = Condition.parse("@K = 'van Gogh' and @M = 'Menschen'").dnf
+>>> plan = cache_lookup(list(Condition.parse("(@K = 'van Gogh' or @K = 'Monet') and @D = 'um 1600'").dnf),
+...                     [Region("/Malerei", c, "", None, {}, {}, 0.0, 0)])
+>>> [m for _, m in plan.used], plan.calls
+(['overlapping'], 2)
+>>> from cache.conjunct import text
+>>> [text(p) for p in plan.remainder]
+["@K = 'van Gogh' and @D = 'um 1600' and not(@M = 'Menschen')", "@K = 'Monet' and @D = 'um 1600'"]
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cache import defaults
+from cache.conjunct import Conjunct
+from cache.match import DISJOINT, conjunct_match, relate
+from cache.regions import Region
+
+
+@dataclass
+class Plan:
+    """What a lookup decided: regions used with their match type (one entry per use),
+    the remainder, the regions to give up, and match-type calls and outcomes."""
+
+    used: list[tuple[Region, str]] = field(default_factory=list)
+    remainder: list[Conjunct] = field(default_factory=list)
+    evict: list[Region] = field(default_factory=list)
+    calls: int = 0
+    counts: Counter = field(default_factory=Counter)
+    fallbacks: int = 0
+
+    def _match(self, q: Conjunct, region: Region) -> tuple[str, list[Conjunct]]:
+        self.calls += 1
+        outcome, rest = relate(q, region.conjunct)
+        self.counts[outcome] += 1
+        return outcome, rest
+
+
+def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region],
+                 max_parts: int = defaults.MAX_PARTS) -> Plan:
+    """Fig. 15 over ``regions`` for a query whose disjoint conjunctions are ``conjuncts``."""
+    plan = Plan()
+    for conj in conjuncts:
+        cc = [conj]
+        used: list[tuple[Region, str]] = []
+        for region in regions:
+            stay: list[Conjunct] = []
+            for part in cc:
+                outcome, rest = plan._match(part, region)
+                if outcome != DISJOINT:
+                    used.append((region, outcome))
+                stay += rest
+            cc = stay
+            if len(cc) > max_parts:
+                cc = [conj]
+                plan.fallbacks += 1
+                plan.evict += [r for r in regions if r not in plan.evict and _overlaps(plan, conj, r)]
+                break
+            if not cc:
+                break
+        plan.used += used
+        plan.remainder += cc
+    return plan
+
+
+def _overlaps(plan: Plan, conj: Conjunct, region: Region) -> bool:
+    plan.calls += 1
+    outcome = conjunct_match(conj, region.conjunct)
+    plan.counts[outcome] += 1
+    return outcome != DISJOINT
