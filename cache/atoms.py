@@ -26,7 +26,7 @@ are the same as ``not(...)`` only where a value is known to be there and to be a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cache.numbers import NEGATED, compare
 from cache.values import EVERY, ValueSet
@@ -57,6 +57,16 @@ class Atom:
     op: str
     value: str | float | None
     literal: str
+    # Both value sets and the hash, worked out once: build-ranges asks for them over and over.
+    _sets: tuple = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_sets", (self._values(False), self._values(True)))
+        object.__setattr__(self, "_hash", hash((self.column, self.op, self.value, self.literal)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def numeric(self) -> bool:
@@ -65,6 +75,9 @@ class Atom:
     def values(self, negated: bool = False) -> ValueSet | None:
         """The values of one node for which the atom holds (``negated``: fails);
         ``None`` when there are none."""
+        return self._sets[negated]
+
+    def _values(self, negated: bool) -> ValueSet | None:
         if self.op == EXISTS:
             return None if negated else EVERY
         if self.op == CONTAINS:
@@ -97,6 +110,13 @@ class Lit:
 
     atom: Atom
     positive: bool = True
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.atom, self.positive)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def negate(self) -> "Lit":
         return Lit(self.atom, not self.positive)

@@ -26,6 +26,7 @@ alarm, which costs a region or a remainder that holds nothing, never an answer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from cache.atoms import CONTAINS, EXISTS, FIRST, MULTI, SINGLE, TIME, Atom, Column, Lit
 from cache.numbers import REAL, NumRange
@@ -45,10 +46,12 @@ def satisfiable(lits: Iterable[Lit]) -> bool:
     by_column: dict[Column, list[Lit]] = {}
     for lit in lits:
         by_column.setdefault(lit.atom.column, []).append(lit)
-    return all(_column_satisfiable(col.kind, group) for col, group in by_column.items())
+    return all(_column_satisfiable(col.kind, frozenset(group)) for col, group in by_column.items())
 
 
-def _column_satisfiable(kind: str, lits: list[Lit]) -> bool:
+@lru_cache(maxsize=1 << 16)
+def _column_satisfiable(kind: str, lits: frozenset[Lit]) -> bool:
+    # Remembered: lookups test the same few columns' literals over and over.
     every: ValueSet | None = _BASE.get(kind, EVERY)
     some: list[ValueSet | None] = []
     for lit in lits:

@@ -43,6 +43,8 @@ class NumRange:
 
     def meet(self, other: "NumRange") -> "NumRange | None":
         """The numbers both ranges hold (``None``: none)."""
+        if other == EVERY or other == self:
+            return self
         if self.lo > other.lo or (self.lo == other.lo and self.lo_open):
             lo, lo_open = self.lo, self.lo_open
         else:

@@ -56,16 +56,17 @@ class _RegionFields(NamedTuple):
 
 class RegionInfo(_RegionFields):
     """What :meth:`cache.SemanticCache.regions` reports: the tuple ``(concept, condition,
-    item count, bytes, created, last access)``, plus :attr:`window` (``None`` for a cache
-    without times) as an attribute outside the tuple."""
+    item count, bytes, created, last access)``, plus, as attributes outside the tuple,
+    :attr:`window` (``None`` for a cache without times) and :attr:`item_ids`."""
 
     window: Window | None = None
+    item_ids: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, region: Region) -> "RegionInfo":
         info = cls(region.concept, region.condition, len(region.items), region.size, region.created,
                    region.last_access)
-        info.window = region.window
+        info.window, info.item_ids = region.window, frozenset(region.items)
         return info
 
 

@@ -81,6 +81,8 @@ class StrRange:
 
     def meet(self, other: "StrRange") -> "StrRange | None":
         """The values both ranges allow: ``other``'s constraints read into this one."""
+        if other == _ALL or other == self:
+            return self
         out: StrRange | None = self
         steps = [(">=", other.lo)] if other.lo else []
         steps += [("<", other.hi)] if other.hi is not None else []
@@ -137,3 +139,6 @@ class StrRange:
             # A point: it must meet every set, and then the sets say nothing more (rule i).
             return StrRange(lo, hi) if self.allows(lo) else None
         return replace(self, lo=lo, hi=hi, uneq=frozenset(z for z in self.uneq if lo <= z and (hi is None or z < hi)))
+
+
+_ALL = StrRange()

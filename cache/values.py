@@ -33,18 +33,23 @@ class ValueSet:
 
     def meet(self, other: "ValueSet") -> "ValueSet | None":
         """The values both sets hold (``None``: certainly none)."""
+        if other is EVERY:
+            return self
+        if self is EVERY:
+            return other
         strings = self.strings.meet(other.strings)
-        numbers = self.numbers.meet(other.numbers) if strings is not None else None
-        if strings is None or numbers is None:
-            return None
-        if strings.is_point and not numbers.allows(number(strings.lo)):
-            return None
-        return ValueSet(strings, numbers)
+        return None if strings is None else _checked(strings, self.numbers.meet(other.numbers))
 
     def restrict_strings(self, op: str, c: str) -> "ValueSet | None":
         """This set after the string subgoal ``op c`` (``None``: empty)."""
         strings = self.strings.restrict(op, c)
-        return None if strings is None else ValueSet(strings, self.numbers).meet(EVERY)
+        return None if strings is None else _checked(strings, self.numbers)
+
+
+def _checked(strings: StrRange, numbers: NumRange | None) -> ValueSet | None:
+    if numbers is None or (strings.is_point and not numbers.allows(number(strings.lo))):
+        return None
+    return ValueSet(strings, numbers)
 
 
 EVERY = ValueSet()
