@@ -13,8 +13,9 @@ match-type between two of them (thesis sections 3.3-3.4 and 5.1-5.4).
 
 from __future__ import annotations
 
+from cache import defaults
 from cache.conjunct import TRUE_TEXT, Conjunct, satisfiable, simplify, text
-from cache.match import condition_match
+from cache.match import condition_match, disjoint_dnf
 from cache.parse import to_dnf
 
 FALSE_TEXT = f"not({TRUE_TEXT})"
@@ -23,18 +24,22 @@ FALSE_TEXT = f"not({TRUE_TEXT})"
 
 class Condition:
     """A condition as the cache reasons about it: :attr:`dnf`, its satisfiable
-    conjunctions in minimal form, without duplicates; ``str()`` is their XPath text,
-    which selects exactly the elements the parsed text selects."""
+    conjunctions in minimal form, without duplicates (``str()`` is their XPath text,
+    which selects exactly the elements the parsed text selects), and :attr:`parts`, the
+    same made pairwise disjoint (what the cache looks up, and its new regions)."""
 
-    __slots__ = ("dnf",)
+    __slots__ = ("dnf", "parts")
 
     def __init__(self, dnf: tuple[Conjunct, ...]) -> None:
         self.dnf = dnf
+        self.parts = tuple(disjoint_dnf(dnf, defaults.MAX_CONJUNCTS))
 
     @classmethod
     def parse(cls, text: str) -> "Condition":
         """Read XPath predicate text (see :mod:`cache.parse` for what is accepted); raise
-        a :class:`cache.errors.ConditionError` naming the construct and the column."""
+        a :class:`cache.errors.ConditionError` naming the construct and the column (also
+        when it has more than :data:`cache.defaults.MAX_CONJUNCTS` conjunctions, overlapping
+        or made disjoint)."""
         conjuncts = (simplify(conj) for conj in to_dnf(text) if satisfiable(conj))
         return cls(tuple(dict.fromkeys(conjuncts)))
 

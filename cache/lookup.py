@@ -64,9 +64,10 @@ class Plan:
         return outcome, rest
 
 
-def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region],
-                 max_parts: int = defaults.MAX_PARTS) -> Plan:
-    """Fig. 15 over ``regions`` for a query whose disjoint conjunctions are ``conjuncts``."""
+def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region], max_parts: int | None = None) -> Plan:
+    """Fig. 15 over ``regions`` for a query whose disjoint conjunctions are ``conjuncts``
+    (``max_parts``: default :data:`cache.defaults.MAX_PARTS`)."""
+    max_parts = defaults.MAX_PARTS if max_parts is None else max_parts
     plan = Plan()
     for conj in conjuncts:
         cc = [conj]

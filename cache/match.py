@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cache.conjunct import Conjunct, satisfiable, simplify
+from cache.errors import ConditionTooComplexError
 
 EXACT, CONTAINING, CONTAINED, OVERLAPPING, DISJOINT = "exact", "containing", "contained", "overlapping", "disjoint"
 MATCH_TYPES = (EXACT, CONTAINING, CONTAINED, OVERLAPPING, DISJOINT)
@@ -72,12 +73,15 @@ def subtract_all(parts: Sequence[Conjunct], minus: Sequence[Conjunct]) -> list[C
     return out
 
 
-def disjoint_dnf(conjuncts: Sequence[Conjunct]) -> list[Conjunct]:
+def disjoint_dnf(conjuncts: Sequence[Conjunct], limit: int) -> list[Conjunct]:
     """A query's own disjuncts made pairwise disjoint, by staged negation of the ones
-    before (the notes, section 7: they may overlap, and each becomes a region)."""
+    before (the notes, section 7: they may overlap, and each becomes a region);
+    :class:`ConditionTooComplexError` beyond ``limit`` of them."""
     out: list[Conjunct] = []
     for d in conjuncts:
         out += subtract_all([d], out)
+        if len(out) > limit:
+            raise ConditionTooComplexError(len(out), limit)
     return out
 
 

@@ -40,7 +40,7 @@ from cache.conjunct import Conjunct, satisfiable, simplify, text, time_range
 from cache.errors import SourceError, WindowError
 from cache.evaluate import Probe, parse_item
 from cache.lookup import cache_lookup
-from cache.match import CONTAINED, EXACT, disjoint_dnf
+from cache.match import CONTAINED, EXACT
 from cache.regions import Region, RegionInfo, RegionStore
 from cache.window import Window
 
@@ -137,7 +137,7 @@ class SemanticCache:
     def _conjuncts(cond: Condition, win: Window | None) -> list[Conjunct]:
         extra = win.lits() if win is not None else ()
         out = []
-        for conj in disjoint_dnf(cond.dnf):
+        for conj in cond.parts:
             conj = conj + extra
             if satisfiable(conj):
                 out.append(simplify(conj))
