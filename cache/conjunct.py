@@ -102,22 +102,20 @@ _GROUP = {EXISTS: 0, "=": 1, ">": 2, ">=": 2, "<": 3, "<=": 3, "!=": 4, CONTAINS
 
 
 def text(lits: Sequence[Lit]) -> str:
-    """XPath predicate text of the conjunction (its time literals left out): per column in
-    order of appearance, equalities, lower bounds, upper bounds, inequalities,
-    substrings, then negations; :data:`TRUE_TEXT` when nothing is left."""
+    """XPath predicate text of the conjunction (its time literals left out): negations
+    written with the thesis' operators where :func:`written` allows, the minimal form of
+    that, then per column in order of appearance: equalities, lower bounds, upper
+    bounds, inequalities, substrings, negations; :data:`TRUE_TEXT` when nothing is left."""
+    out = [lit for lit in lits if lit.atom.column.kind != TIME]
+    for i, lit in enumerate(out):
+        atom = written(lit, out[:i] + out[i + 1:])
+        if atom is not None:
+            out[i] = Lit(atom)
     columns: dict[Column, int] = {}
     keyed = []
-    for i, lit in enumerate(lits):
-        col = lit.atom.column
-        if col.kind == TIME:
-            continue
-        order = columns.setdefault(col, len(columns))
-        others = [x for j, x in enumerate(lits) if j != i]
-        atom = lit.atom if lit.positive else written(lit, others)
-        if atom is None:
-            keyed.append(((order, 6, i), lit.text()))
-        else:
-            keyed.append(((order, _GROUP[atom.op], i), atom.text()))
+    for i, lit in enumerate(simplify(out)):
+        order = columns.setdefault(lit.atom.column, len(columns))
+        keyed.append(((order, _GROUP[lit.atom.op] if lit.positive else 6, i), lit.text()))
     return " and ".join(t for _, t in sorted(keyed)) or TRUE_TEXT
 
 
