@@ -43,10 +43,41 @@ _BASE = {TIME: ValueSet(numbers=REAL)}
 
 def satisfiable(lits: Iterable[Lit]) -> bool:
     """build-ranges: ``False`` only if no item can satisfy every literal."""
-    by_column: dict[Column, list[Lit]] = {}
+    return all(column_satisfiable(col, group) for col, group in by_column(lits).items())
+
+
+def by_column(lits: Iterable[Lit]) -> dict[Column, list[Lit]]:
+    out: dict[Column, list[Lit]] = {}
     for lit in lits:
-        by_column.setdefault(lit.atom.column, []).append(lit)
-    return all(_column_satisfiable(col.kind, frozenset(group)) for col, group in by_column.items())
+        out.setdefault(lit.atom.column, []).append(lit)
+    return out
+
+
+@lru_cache(maxsize=1 << 14)
+def _columns(conj: Conjunct) -> dict[Column, frozenset[Lit]]:
+    # Remembered: a lookup meets every region's conjunction with every part of the query.
+    return {col: frozenset(group) for col, group in by_column(conj).items()}
+
+
+def meet(q: Conjunct, c: Conjunct) -> bool:
+    """Is ``q AND c`` satisfiable, for ``q`` and ``c`` each satisfiable? Only a column both
+    constrain can fail."""
+    qc, cc = _columns(q), _columns(c)
+    if len(cc) < len(qc):
+        qc, cc = cc, qc
+    return all(_both_satisfiable(col.kind, group, cc[col]) for col, group in qc.items() if col in cc)
+
+
+@lru_cache(maxsize=1 << 16)
+def _both_satisfiable(kind: str, a: frozenset[Lit], b: frozenset[Lit]) -> bool:
+    return _column_satisfiable(kind, a | b)
+
+
+def column_satisfiable(column: Column, lits: Iterable[Lit]) -> bool:
+    """build-ranges of one column's literals. Columns are independent, so a satisfiable
+    conjunction with literals added on one column stays satisfiable exactly when that
+    column does: the staged remainder and the minimal form test one column at a time."""
+    return _column_satisfiable(column.kind, frozenset(lits))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -71,29 +102,36 @@ def _column_satisfiable(kind: str, lits: frozenset[Lit]) -> bool:
 
 
 def simplify(lits: Sequence[Lit]) -> Conjunct:
-    """The minimal form of a satisfiable conjunction: duplicates and every literal the
-    others imply are dropped (section 5.4: subgoal order and redundancy do not matter).
-    Each drop is exact, whatever the precision of :func:`satisfiable`."""
+    """The minimal form of a conjunction: duplicates and every literal the others imply
+    are dropped (section 5.4: subgoal order and redundancy do not matter). Each drop is
+    exact, whatever the precision of :func:`satisfiable`; an unsatisfiable conjunction
+    is left as it is."""
     out = list(dict.fromkeys(lits))
-    i = 0
-    while i < len(out):
-        rest = out[:i] + out[i + 1:]
-        if satisfiable(rest + [out[i].negate()]):
-            i += 1
-        else:
-            del out[i]
-    return tuple(out)
+    if not satisfiable(out):
+        return tuple(out)
+    dropped: set[Lit] = set()
+    for col, group in by_column(out).items():
+        i = 0
+        while i < len(group):
+            if column_satisfiable(col, group[:i] + group[i + 1:] + [group[i].negate()]):
+                i += 1
+            else:
+                dropped.add(group.pop(i))
+    return tuple(lit for lit in out if lit not in dropped)
 
 
 def written(lit: Lit, context: Sequence[Lit]) -> Atom | None:
-    """The positive atom that says the same as the negated ``lit`` among ``context``
-    (the thesis' ``M != 'Menschen'`` for ``not(M = 'Menschen')``), or ``None`` where
-    only ``not(...)`` is right: for a column with at most one value, when the others
-    already require a value there (and a number, for numeric operators)."""
-    if lit.positive or lit.atom.column.kind in (MULTI, TIME):
+    """The positive atom that says the same as the negated ``lit`` in the satisfiable
+    conjunction ``context`` + ``lit`` (the thesis' ``M != 'Menschen'`` for
+    ``not(M = 'Menschen')``), or ``None`` where only ``not(...)`` is right: for a column
+    with at most one value, when the others already require a value there (and a
+    number, for numeric operators)."""
+    col = lit.atom.column
+    if lit.positive or col.kind in (MULTI, TIME):
         return None
     other = lit.atom.complement()
-    if other is None or satisfiable([*context, lit, Lit(other, False)]):
+    same = [x for x in context if x.atom.column == col]
+    if other is None or column_satisfiable(col, [*same, lit, Lit(other, False)]):
         return None
     return other
 

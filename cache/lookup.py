@@ -12,7 +12,8 @@ for each region ``C`` of the concept and each ``Conj'`` in ``CC``, match-type(Co
 | overlapping | Conj' applied to C's    | Conj' AND NOT C    |
 | disjoint    | nothing                 | Conj'              |
 
-stopping early when ``CC`` is empty. What is left over every conjunction is the
+stopping early when ``CC`` is empty (a region disjoint from ``Conj`` is disjoint from all
+of ``CC``: one test, counted as one call). What is left over every conjunction is the
 remainder, a list of conjunctions disjoint from each other and from every region: each
 becomes one new region. Regions are disjoint, so what is found does not depend on their order.
 
@@ -40,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cache import defaults
-from cache.conjunct import Conjunct
+from cache.conjunct import Conjunct, meet
 from cache.match import DISJOINT, conjunct_match, relate
 from cache.regions import Region
 
@@ -73,6 +74,10 @@ def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region], max_p
         cc = [conj]
         used: list[tuple[Region, str]] = []
         for region in regions:
+            if len(cc) > 1 and not meet(conj, region.conjunct):
+                plan.calls += 1             # disjoint from the whole conjunction, so from each of its parts
+                plan.counts[DISJOINT] += 1
+                continue
             stay: list[Conjunct] = []
             for part in cc:
                 outcome, rest = plan._match(part, region)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cache.conjunct import Conjunct, satisfiable, simplify
+from cache.conjunct import Conjunct, by_column, column_satisfiable, meet, simplify
 from cache.errors import ConditionTooComplexError
 
 EXACT, CONTAINING, CONTAINED, OVERLAPPING, DISJOINT = "exact", "containing", "contained", "overlapping", "disjoint"
@@ -30,20 +30,26 @@ MATCH_TYPES = (EXACT, CONTAINING, CONTAINED, OVERLAPPING, DISJOINT)
 
 
 def _pieces(q: Conjunct, c: Conjunct) -> list[Conjunct]:
-    return [q + c[:i] + (b.negate(),) for i, b in enumerate(c)]
-
-
-def implies(q: Conjunct, c: Conjunct) -> bool:
-    """Does every item of ``q`` satisfy ``c`` (``q AND NOT c`` unsatisfiable)?"""
-    return not any(satisfiable(p) for p in _pieces(q, c))
+    """The satisfiable staged parts of ``q AND NOT c``, for ``q AND c`` satisfiable: then
+    part i is satisfiable exactly when the column of ``bi`` is (:func:`column_satisfiable`)."""
+    groups = by_column(q)
+    out = []
+    for i, b in enumerate(c):
+        col = b.atom.column
+        group = groups.setdefault(col, [])
+        if column_satisfiable(col, group + [b.negate()]):
+            out.append(q + c[:i] + (b.negate(),))
+        group.append(b)
+    return out
 
 
 def relate(q: Conjunct, c: Conjunct) -> tuple[str, list[Conjunct]]:
-    """match-type(q, c) and the remainder ``q AND NOT c`` (as :func:`subtract`) at once."""
-    if not satisfiable(q + c):
+    """match-type(q, c) and the remainder ``q AND NOT c`` (as :func:`subtract`) at once,
+    for two satisfiable conjunctions."""
+    if not meet(q, c):
         return DISJOINT, [q]
-    rest = [p for p in _pieces(q, c) if satisfiable(p)]
-    c_in_q = implies(c, q)
+    rest = _pieces(q, c)
+    c_in_q = not _pieces(c, q)
     if not rest:
         return (EXACT if c_in_q else CONTAINING), []
     return (CONTAINED if c_in_q else OVERLAPPING), [simplify(p) for p in rest]
@@ -57,10 +63,11 @@ def conjunct_match(q: Conjunct, c: Conjunct) -> str:
 
 def subtract(q: Conjunct, c: Conjunct) -> list[Conjunct]:
     """``q AND NOT c`` as staged, pairwise disjoint conjunctions in minimal form
-    (``[q]`` itself when the two are disjoint, ``[]`` when ``c`` contains ``q``)."""
-    if not satisfiable(q + c):
+    (``[q]`` itself when the two are disjoint, ``[]`` when ``c`` contains ``q``), for two
+    satisfiable conjunctions."""
+    if not meet(q, c):
         return [q]
-    return [simplify(p) for p in _pieces(q, c) if satisfiable(p)]
+    return [simplify(p) for p in _pieces(q, c)]
 
 
 def subtract_all(parts: Sequence[Conjunct], minus: Sequence[Conjunct]) -> list[Conjunct]:
@@ -88,7 +95,7 @@ def disjoint_dnf(conjuncts: Sequence[Conjunct], limit: int) -> list[Conjunct]:
 def condition_match(q: Sequence[Conjunct], c: Sequence[Conjunct]) -> str:
     """match-type of two conditions in disjunctive normal form (either may have
     several conjunctions): the same five outcomes, on the sets of items they select."""
-    if not any(satisfiable(a + b) for a in q for b in c):
+    if not any(meet(a, b) for a in q for b in c):
         return DISJOINT
     q_in_c, c_in_q = not subtract_all(q, c), not subtract_all(c, q)
     if q_in_c and c_in_q:

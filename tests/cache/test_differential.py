@@ -116,7 +116,9 @@ def run_sequence(seed: int, n_items: int, n_queries: int, timed: bool) -> dict:
     times = {k: float(rng.randint(0, 12)) for k in items}
     source = Source(items, times)
     cache = SemanticCache(source, capacity_bytes=1 << 30, timed=timed, max_age=None, max_idle=None)
-    asked: list[tuple[str, Window | None, int]] = []      # condition, window, fallbacks after it
+    # condition, window, and the cache's fallback count once it was answered (-1 if its own
+    # lookup fell back: the regions it gave up may have held other parts of its answer)
+    asked: list[tuple[str, Window | None, int]] = []
     known: set[str] = set()
     stats = {"queries": 0, "inside": 0, "fallbacks": 0}
     for step in range(n_queries):
@@ -160,7 +162,7 @@ def run_sequence(seed: int, n_items: int, n_queries: int, timed: bool) -> dict:
                 assert result.remainder is None and source.calls == calls, where
         stats["queries"] += 1
         stats["fallbacks"] += result.fallbacks
-        asked.append((cond, win, cache.stats().get("fallbacks", 0)))
+        asked.append((cond, win, -1 if result.fallbacks else cache.stats().get("fallbacks", 0)))
     return stats
 
 
