@@ -39,7 +39,7 @@ from cache.condition import Condition, as_condition
 from cache.conjunct import Conjunct, satisfiable, simplify, text, time_range
 from cache.errors import SourceError, WindowError
 from cache.evaluate import Probe, parse_item
-from cache.lookup import cache_lookup
+from cache.lookup import Plan, cache_lookup
 from cache.match import CONTAINED, EXACT
 from cache.regions import Region, RegionInfo, RegionStore
 from cache.window import Window
@@ -49,32 +49,38 @@ Source = Callable[..., Iterable[tuple]]
 
 
 @dataclass
-class QueryResult:
-    """The answer to one query and how it was found.
+class Lookup:
+    """How the cache answers a query (cache-lookup, Fig. 15): ``match_types`` holds the
+    match type of each use of a region and ``regions_used`` that region's condition;
+    ``remainder`` is the XPath text the source is asked (``None``: the cache answers
+    everything), ``remainder_parts`` its conjunctions with their windows (each becomes a
+    region); ``match_calls`` and ``match_counts`` count every match-type call (disjoint
+    ones too); ``fallbacks``: conjunctions whose remainder split too far and are fetched
+    whole (:mod:`cache.lookup`)."""
 
-    ``items`` is exactly what the source would return for the query (``times`` their
-    times, in a timed cache); ``from_cache`` and ``from_source`` count the items found in
-    regions and those the source returned for the remainder; ``remainder`` is the
-    remainder's XPath text (``None``: the cache answered everything), ``remainder_parts``
-    its conjunctions with their windows (each became a region); ``match_types`` holds
-    the match type of each use of a region, ``regions_used`` that region's condition;
-    ``match_calls`` and ``match_counts`` count every match-type call of the lookup
-    (disjoint ones too)."""
-
-    items: dict[str, bytes]
-    from_cache: int = 0
-    from_source: int = 0
-    remainder: str | None = None
-    remainder_parts: list[tuple[str, Window | None]] = field(default_factory=list)
     match_types: list[str] = field(default_factory=list)
     regions_used: list[str] = field(default_factory=list)
+    remainder: str | None = None
+    remainder_parts: list[tuple[str, Window | None]] = field(default_factory=list)
     match_calls: int = 0
     match_counts: dict[str, int] = field(default_factory=dict)
-    times: dict[str, float] = field(default_factory=dict)
     lookup_seconds: float = 0.0
+    fallbacks: int = 0
+
+
+@dataclass
+class QueryResult(Lookup):
+    """The answer to one query and how it was found: ``items`` is exactly what the
+    source would return for the query (``times`` their times, in a timed cache);
+    ``from_cache`` and ``from_source`` count the items found in regions and those the
+    source returned for the remainder."""
+
+    items: dict[str, bytes] = field(default_factory=dict)
+    from_cache: int = 0
+    from_source: int = 0
+    times: dict[str, float] = field(default_factory=dict)
     source_seconds: float = 0.0
     regions_added: int = 0
-    fallbacks: int = 0
 
 
 class SemanticCache:
@@ -101,28 +107,51 @@ class SemanticCache:
         """The items of ``concept`` that satisfy ``condition`` (in ``window``, for a timed
         cache). ``on_cached`` receives the part found in the cache before the source is
         asked for the rest (to stream it first)."""
-        concept = concept_path(concept)
-        cond = as_condition(condition)
-        win = self._window(window)
+        concept, cond, win = concept_path(concept), as_condition(condition), self._window(window)
         with self._lock:
             now = self._clock()
             self._stats["expired"] += self._store.expire(now)
             self._stats["queries"] += 1
-            t0 = time.perf_counter()
-            conjuncts = self._conjuncts(cond, win)
-            plan = cache_lookup(conjuncts, self._store.of(concept))
-            result = QueryResult({}, match_calls=plan.calls, match_counts=dict(plan.counts), fallbacks=plan.fallbacks,
-                                 lookup_seconds=time.perf_counter() - t0)
+            result = QueryResult()
+            plan, groups = self._lookup(result, concept, cond, win)
             self._take_cached(result, plan.used, Probe(concept, str(cond)), win, now)
             if on_cached is not None:
                 on_cached(dict(result.items))
             for region in plan.evict:
                 self._store.remove(region)
-            self._fetch(result, concept, plan.remainder, now)
+            self._fetch(result, concept, groups, now)
             self._stats["evicted"] += self._store.evict() + len(plan.evict)
             self._stats.update(items_from_cache=result.from_cache, items_from_source=result.from_source,
                                fallbacks=plan.fallbacks, match_calls=plan.calls)
             return result
+
+    def explain(self, concept: str, condition: "Condition | str",
+                window: "Window | tuple[float, float] | None" = None) -> Lookup:
+        """How :meth:`query` would answer now, without asking the source or changing
+        anything (no access time, no region added or given up)."""
+        concept, cond, win = concept_path(concept), as_condition(condition), self._window(window)
+        with self._lock:
+            result = Lookup()
+            self._lookup(result, concept, cond, win)
+            return result
+
+    def _lookup(self, result: Lookup, concept: str, cond: Condition, win: Window | None
+                ) -> tuple[Plan, dict[Window | None, list[Conjunct]]]:
+        """cache-lookup over the concept's regions, described in ``result``; the plan and
+        the remainder's parts grouped by window (one source call each)."""
+        t0 = time.perf_counter()
+        plan = cache_lookup(self._conjuncts(cond, win), self._store.of(concept))
+        groups: dict[Window | None, list[Conjunct]] = {}
+        for part in plan.remainder:
+            groups.setdefault(Window.from_range(time_range(part)) if self._timed else None, []).append(part)
+        result.lookup_seconds = time.perf_counter() - t0
+        result.match_calls, result.match_counts, result.fallbacks = plan.calls, dict(plan.counts), plan.fallbacks
+        for region, outcome in plan.used:
+            result.match_types.append(outcome)
+            result.regions_used.append(region.condition)
+        result.remainder_parts = [(text(p), w) for w, group in groups.items() for p in group]
+        result.remainder = " or ".join(_disjunction(group) for group in groups.values()) or None
+        return plan, groups
 
     def _window(self, window) -> Window | None:
         if not self._timed:
@@ -148,8 +177,6 @@ class SemanticCache:
         whole: dict[Region, bool] = {}
         for region, outcome in used:
             whole[region] = whole.get(region, False) or outcome in (EXACT, CONTAINED)
-            result.match_types.append(outcome)
-            result.regions_used.append(region.condition)
         for region, take_all in whole.items():
             region.last_access = now
             for item_id, xml in region.items.items():
@@ -164,19 +191,14 @@ class SemanticCache:
 
     # -- the remainder --------------------------------------------------------------------
 
-    def _fetch(self, result: QueryResult, concept: str, parts: Sequence[Conjunct], now: float) -> None:
+    def _fetch(self, result: QueryResult, concept: str, groups: dict[Window | None, list[Conjunct]],
+               now: float) -> None:
         """Ask the source for the remainder (one call per window) and keep each part's
-        items as a new region (section 5.5)."""
-        groups: dict[Window | None, list[Conjunct]] = {}
-        for part in parts:
-            groups.setdefault(self._part_window(part), []).append(part)
-        texts = []
+        items as a new region (section 5.5): an item goes to every part whose condition
+        (and window) it meets, and into the result if it meets one."""
         t0 = time.perf_counter()
         for win, group in groups.items():
-            condition = " or ".join(text(p) for p in group)
-            texts.append(condition)
-            result.remainder_parts += [(text(p), win) for p in group]
-            rows = self._rows(concept, condition, win)
+            rows = self._rows(concept, _disjunction(group), win)
             self._stats["source_calls"] += 1
             probes = [Probe(concept, text(p)) for p in group]
             kept: list[tuple[dict[str, bytes], dict[str, float]]] = [({}, {}) for _ in group]
@@ -198,12 +220,6 @@ class SemanticCache:
                 self._store.add(Region(concept, part, text(part), win, items, times, created=now, seq=self._seq))
                 result.regions_added += 1
         result.source_seconds = time.perf_counter() - t0
-        result.remainder = " or ".join(texts) if texts else None
-
-    def _part_window(self, part: Conjunct) -> Window | None:
-        if not self._timed:
-            return None
-        return Window.from_range(time_range(part))
 
     def _rows(self, concept: str, condition: str, win: Window | None) -> list[tuple[str, bytes, float | None]]:
         """The source's answer, read whole before any region changes, and checked."""
@@ -239,3 +255,7 @@ class SemanticCache:
         """Forget every region (of ``concept``), e.g. when the source's data changed; how many."""
         with self._lock:
             return self._store.clear(None if concept is None else concept_path(concept))
+
+
+def _disjunction(parts: Sequence[Conjunct]) -> str:
+    return " or ".join(text(p) for p in parts)

@@ -240,3 +240,16 @@ def test_a_conjunction_that_splits_too_far_is_fetched_whole(monkeypatch):
     assert r.fallbacks == 1 and r.remainder == "@a >= 0"
     assert sorted(r.items) == sorted(items) and r.from_cache == 2        # the regions looked at before the split
     assert [(i.condition, i.items) for i in cache.regions()] == [("@a >= 0", 16)]
+
+
+def test_explain_tells_how_a_query_would_be_answered_and_changes_nothing():
+    clock = Clock()
+    source = ListSource(PAINTINGS)
+    cache = SemanticCache(source, clock=clock)
+    cache.query("/painting", "@year <= 1800")
+    clock.now += 5
+    before = cache.regions()
+    plan = cache.explain("/painting", "@year >= 1700 and @year <= 1900")
+    assert (plan.match_types, plan.remainder, plan.match_calls) == (["overlapping"], "@year > 1800 and @year <= 1900", 1)
+    assert cache.regions() == before and len(source.asked) == 1
+    assert [tuple(r) for r in before] == [tuple(r) for r in cache.regions()]
