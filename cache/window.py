@@ -21,6 +21,8 @@ from cache.errors import WindowError
 from cache.numbers import NumRange
 
 TIME_COLUMN = Column("", TIME)
+UNBOUNDED = 1 << 62
+"""An integer beyond any time (milliseconds since 1970 included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +63,11 @@ class Window:
 
     def closed_integers(self) -> tuple[int, int]:
         """The first and last integer time inside (for a source with integer times, such
-        as the archive's milliseconds)."""
-        lo = math.floor(self.lo) + 1 if self.lo_open or self.lo != math.floor(self.lo) else int(self.lo)
-        hi = math.ceil(self.hi) - 1 if self.hi_open or self.hi != math.ceil(self.hi) else int(self.hi)
+        as the archive's milliseconds); an infinite bound becomes :data:`UNBOUNDED`."""
+        lo = -UNBOUNDED if self.lo == -math.inf else (
+            math.floor(self.lo) + 1 if self.lo_open or self.lo != math.floor(self.lo) else int(self.lo))
+        hi = UNBOUNDED if self.hi == math.inf else (
+            math.ceil(self.hi) - 1 if self.hi_open or self.hi != math.ceil(self.hi) else int(self.hi))
         return lo, hi
 
     def __str__(self) -> str:
