@@ -193,20 +193,23 @@ def run_mix(name: str, queries: list[tuple[str, str]], cache: SemanticCache, sou
 
 def lookup_sweep(items: dict[str, bytes], targets: list[int], probes: int, seed: int) -> list[dict]:
     """Lookup time against entries: a cache filled with random large-mix queries (no
-    latency); at each size, ``probes`` large-mix queries are looked up without being run
-    (:meth:`SemanticCache.explain`), against the regions of their concept."""
+    latency; the entries matter here, not the messages); at each size, ``probes`` other
+    random queries are looked up without being run (:meth:`SemanticCache.explain`),
+    against the regions of their concept."""
     source = LatencySource(items, 0.0, 0.0)
     cache = SemanticCache(source, capacity_bytes=1 << 34, max_age=None, max_idle=None)
     rng = random.Random(seed)
-    pool = large_mix(4000, seed)
+    fill = large_mix(4000, seed)
+    asked = set(fill)
+    others = [q for q in large_mix(4000, seed + 1) if q not in asked]
     out = []
     for target in targets:
         for _ in range(20 * target):              # regions come in jumps, and fallbacks give some up
             if cache.stats()["regions"] >= target:
                 break
-            cache.query(*rng.choice(pool))
+            cache.query(*rng.choice(fill))
         per_concept = {c: sum(1 for r in cache.regions() if r.concept == c) for c in (NITF_CONCEPT, PUBDATA)}
-        for concept, cond in rng.sample(pool, probes):
+        for concept, cond in rng.sample(others, probes):
             lk = cache.explain(concept, cond)
             out.append({"entries": per_concept[concept], "concept": concept, "ms_lookup": lk.lookup_seconds * 1e3,
                         "match_calls": lk.match_calls, "fallbacks": lk.fallbacks})
@@ -275,10 +278,10 @@ def run(args) -> dict:
     cache, source = fresh()
     rows += run_mix("large", large_mix(args.large, args.seed), cache, source)
     print("lookup time against entries ...", flush=True)
-    sweep = lookup_sweep(items, args.entries, args.probes, args.seed)
+    sweep = lookup_sweep(messages(args.sweep_messages, args.seed), args.entries, args.probes, args.seed)
     return {"config": {"messages": args.messages, "message_bytes_median": statistics.median(len(v) for v in items.values()),
                        "latency_ms": args.latency_ms, "per_item_ms": args.per_item_ms, "large": args.large,
-                       "capacity_mb": args.capacity_mb, "seed": args.seed, "machine": f"{os.cpu_count()} cores",
+                       "capacity_mb": args.capacity_mb, "sweep_messages": args.sweep_messages, "seed": args.seed, "machine": f"{os.cpu_count()} cores",
                        "load_average_1min": round(os.getloadavg()[0], 2),
                        "date": datetime.now(timezone.utc).isoformat()},
             "summary": summary(rows), "queries": rows, "lookup_sweep": sweep, "lookup_by_entries": sweep_buckets(sweep)}
@@ -392,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--entries", type=lambda s: [int(x) for x in s.split(",")],
                    help="entries to fill the cache to in the lookup sweep (default 25,50,100,200,400,800; quick 10,25,50)")
     p.add_argument("--probes", type=int, default=20, help="lookups timed at each size (default 20)")
+    p.add_argument("--sweep-messages", type=int, default=300, help="messages at the lookup sweep's source (default 300)")
     p.add_argument("--capacity-mb", type=int, default=64)
     p.add_argument("--seed", type=int, default=2003)
     p.add_argument("--quick", action="store_true")

@@ -8,7 +8,7 @@ from bench import cache as bench_cache
 def test_quick_run_writes_the_promised_json_and_plot(tmp_path, capsys):
     out = tmp_path / "cache.json"
     assert bench_cache.main(["--quick", "--messages", "120", "--latency-ms", "1", "--large", "6", "--entries", "5,15",
-                             "--probes", "3", "--json", str(out)]) == 0
+                             "--probes", "3", "--sweep-messages", "60", "--json", str(out)]) == 0
     res = json.loads(out.read_text())
     assert set(res["summary"]) == {f"{mix}/{run}" for mix in ("base", "restricting", "expanding", "large")
                                    for run in (1, 2)}
