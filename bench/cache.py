@@ -22,8 +22,9 @@ per query: response time with the cache and without it (the source alone, measur
 before), cache size, result size, the part of the result found in the cache, match-type
 calls and their outcomes, lookup time, the time until the part found in the cache is out
 (``on_cached``), and the remainder's source time against the original query's (Fig. 24).
-Last, lookup time against the number of entries: a cache filled with random large-mix
-queries (no latency), probed with ``SemanticCache.explain`` (Figs. 25-26). Prints a table, writes
+Last, lookup time against the number of entries, controlled: up to 1,600 disjoint point
+regions, looked up with ``SemanticCache.explain`` by new points and by broad queries
+(Figs. 25-26). Prints a table, writes
 ``bench/results/cache.json`` and a PNG (``bench/output.py``).
 """
 
@@ -42,10 +43,10 @@ from lxml import etree
 
 from bench.output import save
 from cache import SemanticCache
+from cache.match import MATCH_TYPES
 from yfilter.generators.nitf import NITF
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MATCH_TYPES = ("exact", "containing", "contained", "overlapping", "disjoint")
 
 NITF_CONCEPT, PUBDATA = "/nitf", "/nitf/head/pubdata"
 TITLE, HL1 = "head/title", "body/body.head/hedline/hl1"
@@ -186,48 +187,46 @@ def run_mix(name: str, queries: list[tuple[str, str]], cache: SemanticCache, sou
                          "ms_remainder_source": r.source_seconds * 1e3 if r.remainder else None,
                          "result": len(r.items), "from_cache": r.from_cache, "from_source": r.from_source,
                          "cache_bytes": stats["bytes"], "entries_before": entries, "entries": stats["regions"],
-                         "match_calls": r.match_calls, "match_counts": {m: r.match_counts.get(m, 0) for m in MATCH_TYPES},
+                         "match_calls": r.match_calls,
+                         "match_counts": {m: r.match_counts.get(m, 0) for m in MATCH_TYPES},
                          "remainder_parts": len(r.remainder_parts), "fallbacks": r.fallbacks})
     return rows
 
 
+def point(combo: tuple) -> str:
+    area, section, seq, kind = combo
+    return (f"@edition.area = '{area}' and @position.section = '{section}' and @position.sequence = {seq} "
+            f"and @type = '{kind}'")
+
+
 def lookup_sweep(items: dict[str, bytes], targets: list[int], probes: int, seed: int) -> list[dict]:
-    """Lookup time against entries: a cache filled with random large-mix queries (no
-    latency; the entries matter here, not the messages); at each size, ``probes`` other
-    random queries are looked up without being run (:meth:`SemanticCache.explain`),
-    against the regions of their concept."""
-    source = LatencySource(items, 0.0, 0.0)
-    cache = SemanticCache(source, capacity_bytes=1 << 34, max_age=None, max_idle=None)
-    rng = random.Random(seed)
-    fill = large_mix(4000, seed)
-    asked = set(fill)
-    others = [q for q in large_mix(4000, seed + 1) if q not in asked]
-    out = []
+    """Lookup time against entries (Figs. 25-26), controlled: the pubdata partition filled
+    with pairwise disjoint point regions (area, section, sequence, type), then, at each
+    size, lookups (:meth:`SemanticCache.explain`, nothing is run) of ``probes`` new points,
+    which no region covers, so every entry is examined, and of the base mix's pubdata
+    queries, which overlap many entries."""
+    attrs = NITF["elements"]["pubdata"]["attrs"]
+    combos = [(a, s, int(n), t) for a in attrs["edition.area"] for s in attrs["position.section"]
+              for n in attrs["position.sequence"] for t in attrs["type"]]
+    random.Random(seed).shuffle(combos)
+    cache = SemanticCache(LatencySource(items, 0.0, 0.0), capacity_bytes=1 << 34, max_age=None, max_idle=None)
+    broad = [q for c, q in BASE if c == PUBDATA]
+    out, filled = [], 0
     for target in targets:
-        for _ in range(20 * target):              # regions come in jumps, and fallbacks give some up
-            if cache.stats()["regions"] >= target:
-                break
-            cache.query(*rng.choice(fill))
-        per_concept = {c: sum(1 for r in cache.regions() if r.concept == c) for c in (NITF_CONCEPT, PUBDATA)}
-        for concept, cond in rng.sample(others, probes):
-            lk = cache.explain(concept, cond)
-            out.append({"entries": per_concept[concept], "concept": concept, "ms_lookup": lk.lookup_seconds * 1e3,
-                        "match_calls": lk.match_calls, "fallbacks": lk.fallbacks})
-        sel = out[-probes:]
-        print(f"  {cache.stats()['regions']:5d} entries ({per_concept[NITF_CONCEPT]} /nitf, {per_concept[PUBDATA]} pubdata): "
-              f"lookup {statistics.median(x['ms_lookup'] for x in sel):8.2f} ms (median), "
-              f"{statistics.median(x['match_calls'] for x in sel):.0f} match-type calls", flush=True)
+        for combo in combos[filled:target]:
+            cache.query(PUBDATA, point(combo))
+        filled = max(filled, target)
+        entries = cache.stats()["regions"]
+        for kind, queries in (("new point", [point(c) for c in combos[-probes:]]), ("broad", broad)):
+            looked = [cache.explain(PUBDATA, q) for q in queries]
+            row = {"entries": entries, "probe": kind,
+                   "ms_lookup_median": statistics.median(lk.lookup_seconds * 1e3 for lk in looked),
+                   "match_calls_median": statistics.median(lk.match_calls for lk in looked),
+                   "fallbacks": sum(lk.fallbacks for lk in looked)}
+            out.append(row)
+            print(f"  {entries:5d} entries, {kind:9}: lookup {row['ms_lookup_median']:7.2f} ms (median), "
+                  f"{row['match_calls_median']:.0f} match-type calls", flush=True)
     return out
-
-
-def sweep_buckets(sweep: list[dict]) -> list[dict]:
-    """The sweep's lookups grouped by entries of their concept (quartiles of it): medians."""
-    xs = sorted(sweep, key=lambda x: x["entries"])
-    n = max(1, len(xs) // 6)
-    return [{"entries_median": statistics.median(x["entries"] for x in xs[i:i + n]),
-             "ms_lookup_median": statistics.median(x["ms_lookup"] for x in xs[i:i + n]),
-             "match_calls_median": statistics.median(x["match_calls"] for x in xs[i:i + n])}
-            for i in range(0, len(xs), n)]
 
 
 def summary(rows: list[dict]) -> dict:
@@ -239,7 +238,8 @@ def summary(rows: list[dict]) -> dict:
             sel = [r for r in rows if r["mix"] == mix and r["run"] == run]
             if not sel:
                 continue
-            cached, direct = statistics.median(r["ms_cache"] for r in sel), statistics.median(r["ms_direct"] for r in sel)
+            cached = statistics.median(r["ms_cache"] for r in sel)
+            direct = statistics.median(r["ms_direct"] for r in sel)
             total = sum(r["result"] for r in sel)
             rem = [r["ms_remainder_source"] / r["ms_direct"] for r in sel if r["ms_remainder_source"]]
             out[f"{mix}/{run}"] = {
@@ -279,12 +279,14 @@ def run(args) -> dict:
     rows += run_mix("large", large_mix(args.large, args.seed), cache, source)
     print("lookup time against entries ...", flush=True)
     sweep = lookup_sweep(messages(args.sweep_messages, args.seed), args.entries, args.probes, args.seed)
-    return {"config": {"messages": args.messages, "message_bytes_median": statistics.median(len(v) for v in items.values()),
+    return {"config": {"messages": args.messages,
+                       "message_bytes_median": statistics.median(len(v) for v in items.values()),
                        "latency_ms": args.latency_ms, "per_item_ms": args.per_item_ms, "large": args.large,
-                       "capacity_mb": args.capacity_mb, "sweep_messages": args.sweep_messages, "seed": args.seed, "machine": f"{os.cpu_count()} cores",
+                       "capacity_mb": args.capacity_mb, "sweep_messages": args.sweep_messages, "seed": args.seed,
+                       "machine": f"{os.cpu_count()} cores",
                        "load_average_1min": round(os.getloadavg()[0], 2),
                        "date": datetime.now(timezone.utc).isoformat()},
-            "summary": summary(rows), "queries": rows, "lookup_sweep": sweep, "lookup_by_entries": sweep_buckets(sweep)}
+            "summary": summary(rows), "queries": rows, "lookup_sweep": sweep}
 
 
 def table(res: dict) -> str:
@@ -302,8 +304,10 @@ def table(res: dict) -> str:
                      f"{s['entries_after']:>7}")
     lines.append("medians per query; ratio: cache / source alone; ms cached: until the part found in the cache is "
                  "out; remainder/orig: the remainder's source time against the original query's")
-    lines.append("lookup time against entries of the query's concept (median): " + ", ".join(
-        f"{x['entries_median']:.0f}: {x['ms_lookup_median']:.2f} ms" for x in res["lookup_by_entries"]))
+    for kind in ("new point", "broad"):
+        lines.append(f"lookup against entries, {kind} (median ms / match-type calls): " + ", ".join(
+            f"{x['entries']}: {x['ms_lookup_median']:.2f} / {x['match_calls_median']:.0f}"
+            for x in res["lookup_sweep"] if x["probe"] == kind))
     return "\n".join(lines)
 
 
@@ -365,11 +369,13 @@ def plot(res: dict, path: Path) -> None:
     ax.set_title("match-type calls per query and outcomes (Fig. 25)")
     ax.legend(fontsize=7)
     ax = axes[2][1]
-    sweep = res["lookup_sweep"]
-    ax.scatter([x["entries"] for x in sweep], [x["ms_lookup"] for x in sweep], s=5, c="0.6", label="each lookup")
-    buckets = res["lookup_by_entries"]
-    ax.plot([x["entries_median"] for x in buckets], [x["ms_lookup_median"] for x in buckets], "bo-", label="median")
-    ax.set_xlabel("entries of the query's concept")
+    for kind, style in (("new point", "bo-"), ("broad", "rs-")):
+        sel = [x for x in res["lookup_sweep"] if x["probe"] == kind]
+        ax.plot([x["entries"] for x in sel], [x["ms_lookup_median"] for x in sel], style,
+                label=f"sweep: {kind} (median)")
+    ax.scatter([r["entries_before"] for r in rows], [r["ms_lookup"] for r in rows], s=5, c="0.6",
+               label="the mixes' queries")
+    ax.set_xlabel("entries in the cache")
     ax.set_ylabel("lookup time (ms)")
     ax.set_title("cache-search time vs entries (Figs. 25-26)")
     ax.legend(fontsize=8)
@@ -393,9 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-item-ms", type=float, default=0.05, help="source time per message returned (default 0.05)")
     p.add_argument("--large", type=int, help="queries in the large mix (default 100, quick 30)")
     p.add_argument("--entries", type=lambda s: [int(x) for x in s.split(",")],
-                   help="entries to fill the cache to in the lookup sweep (default 25,50,100,200,400,800; quick 10,25,50)")
-    p.add_argument("--probes", type=int, default=20, help="lookups timed at each size (default 20)")
-    p.add_argument("--sweep-messages", type=int, default=300, help="messages at the lookup sweep's source (default 300)")
+                   help="point regions in the lookup sweep (default 50,100,200,400,800,1600; quick 25,50,100)")
+    p.add_argument("--probes", type=int, default=20, help="new points looked up at each size (default 20)")
+    p.add_argument("--sweep-messages", type=int, default=300,
+                   help="messages at the lookup sweep's source (default 300)")
     p.add_argument("--capacity-mb", type=int, default=64)
     p.add_argument("--seed", type=int, default=2003)
     p.add_argument("--quick", action="store_true")
@@ -406,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     args.messages = args.messages or (600 if q else 3000)
     args.latency_ms = args.latency_ms if args.latency_ms is not None else (20.0 if q else 50.0)
     args.large = args.large if args.large is not None else (30 if q else 100)
-    args.entries = args.entries or ([10, 25, 50] if q else [25, 50, 100, 200, 400, 800])
+    args.entries = args.entries or ([25, 50, 100] if q else [50, 100, 200, 400, 800, 1600])
     res = run(args)
     print(table(res))
     save(res, args.json or RESULTS / "cache.json", args.plot, plot)

@@ -13,7 +13,8 @@ message is archived into that window later: windows should end at or before
 >>> from cache import SemanticCache
 >>> archive = Archive(None)
 >>> for offset, area in enumerate(["SF", "NY", "SF"]):
-...     _ = archive.add("news", 0, offset, 1000 * (offset + 1), f"<nitf><head><pubdata edition.area='{area}'/></head></nitf>".encode())
+...     xml = f"<nitf><head><pubdata edition.area='{area}'/></head></nitf>".encode()
+...     _ = archive.add("news", 0, offset, 1000 * (offset + 1), xml)
 >>> source = ArchiveSource(archive, "news")
 >>> cache = SemanticCache(source, timed=True)
 >>> sorted(cache.query("/nitf/head/pubdata", "@edition.area = 'SF'", window=(0, source.settled())).items)

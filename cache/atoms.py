@@ -32,8 +32,6 @@ from cache.numbers import NEGATED, compare
 from cache.values import EVERY, ValueSet
 
 SINGLE, FIRST, ONE, MULTI, TIME = "single", "first", "one", "multi", "time"
-KINDS = (SINGLE, FIRST, ONE, MULTI, TIME)
-COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 CONTAINS, EXISTS = "contains", "exists"
 
 _STRING_NEGATED = {"=": "!=", "!=": "="}

@@ -228,7 +228,8 @@ class SemanticCache:
         for row in rows:
             want = 3 if self._timed else 2
             if not isinstance(row, tuple) or len(row) != want:
-                raise SourceError(f"the source answered {row!r:.80}, not (item_id, xml_bytes{', time' if self._timed else ''})")
+                shape = "(item_id, xml_bytes, time)" if self._timed else "(item_id, xml_bytes)"
+                raise SourceError(f"the source answered {row!r:.80}, not {shape}")
             item_id, xml = row[0], row[1]
             if not isinstance(item_id, str) or not isinstance(xml, (bytes, bytearray)):
                 raise SourceError(f"the source answered {row!r:.80}: an item id is a str and an item bytes")

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 SMALLEST = "\0"
 """The smallest character: ``successor(c) = c + SMALLEST``."""
 
-OPS = ("=", "!=", "<", "<=", ">", ">=", "~=", "!~=")
 
 
 def successor(c: str) -> str:

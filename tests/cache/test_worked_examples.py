@@ -206,8 +206,9 @@ def test_build_ranges_point_against_similarity_is_unsatisfiable():
 def test_build_ranges_reordered_or_redundant_subgoals_are_exact():
     assert build(("~=", "Gogh"), ("!=", "x Gogh"), (">=", "a")) == build((">=", "a"), ("!=", "x Gogh"), ("~=", "Gogh"),
                                                                       ("~=", "Gogh"), (">=", "A"))
-    assert match_type("@K = 'Gogh' and contains(@T, 'Port') and @D <= 1800",
-                      "@D <= 1800 and contains(@T, 'Port') and @K = 'Gogh' and @D <= 1900 and contains(@T, 'Po')") == "exact"
+    q = "@K = 'Gogh' and contains(@T, 'Port') and @D <= 1800"
+    assert match_type(q, "@D <= 1800 and contains(@T, 'Port') and @K = 'Gogh' and @D <= 1900 and contains(@T, 'Po')") \
+        == "exact"
 
 
 def test_known_conservative_case_remainder_is_unsatisfiable():
