@@ -24,6 +24,5 @@ MAX_CONJUNCTS = 256
 """A condition whose disjunctive normal form has more conjunctions is refused."""
 
 MAX_PARTS = 64
-"""Remainder parts one conjunction of a query may split into during a lookup; beyond it
-the conjunction is fetched whole and the regions it overlaps give way (section 4.3's
-alternative of sending the original query, kept disjoint by eviction)."""
+"""Remainder parts one conjunction of a query may split into during a lookup: a region
+that would split it further gives way instead (:mod:`cache.lookup`)."""

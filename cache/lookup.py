@@ -17,10 +17,11 @@ of ``CC``: one test, counted as one call). What is left over every conjunction i
 remainder, a list of conjunctions disjoint from each other and from every region: each
 becomes one new region. Regions are disjoint, so what is found does not depend on their order.
 
-When one conjunction splits into more than :data:`cache.defaults.MAX_PARTS` parts, it is
-fetched whole instead, and the regions it overlaps are given up (:attr:`Plan.evict`),
-which keeps the regions disjoint (section 4.3 mentions sending the original query when
-the complement grows too complex).
+When a region would split a conjunction's remainder into more than
+:data:`cache.defaults.MAX_PARTS` parts, the region gives way instead (:attr:`Plan.evict`):
+the remainder is not split by it and will hold its items, which keeps the regions disjoint
+and the lookup bounded (section 4.3 allows sending more than the complement when it grows
+too complex; this sends only what that region held).
 
 >>> from cache.condition import Condition
 >>> from cache.regions import Region
@@ -42,14 +43,15 @@ from dataclasses import dataclass, field
 
 from cache import defaults
 from cache.conjunct import Conjunct, meet
-from cache.match import DISJOINT, conjunct_match, relate
+from cache.match import DISJOINT, relate
 from cache.regions import Region
 
 
 @dataclass
 class Plan:
     """What a lookup decided: regions used with their match type (one entry per use),
-    the remainder, the regions to give up, and match-type calls and outcomes."""
+    the remainder, the regions that give way (``fallbacks`` of them), and match-type calls
+    and outcomes."""
 
     used: list[tuple[Region, str]] = field(default_factory=list)
     remainder: list[Conjunct] = field(default_factory=list)
@@ -72,33 +74,27 @@ def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region], max_p
     plan = Plan()
     for conj in conjuncts:
         cc = [conj]
-        used: list[tuple[Region, str]] = []
         for region in regions:
+            if region in plan.evict:
+                continue
             if len(cc) > 1 and not meet(conj, region.conjunct):
                 plan.calls += 1             # disjoint from the whole conjunction, so from each of its parts
                 plan.counts[DISJOINT] += 1
                 continue
             stay: list[Conjunct] = []
+            used: list[tuple[Region, str]] = []
             for part in cc:
                 outcome, rest = plan._match(part, region)
                 if outcome != DISJOINT:
                     used.append((region, outcome))
                 stay += rest
-            cc = stay
-            if len(cc) > max_parts:
-                cc = [conj]
+            if len(stay) > max_parts:
+                plan.evict.append(region)
                 plan.fallbacks += 1
-                plan.evict += [r for r in regions if r not in plan.evict and _overlaps(plan, conj, r)]
-                break
+                continue
+            plan.used += used
+            cc = stay
             if not cc:
                 break
-        plan.used += used
         plan.remainder += cc
     return plan
-
-
-def _overlaps(plan: Plan, conj: Conjunct, region: Region) -> bool:
-    plan.calls += 1
-    outcome = conjunct_match(conj, region.conjunct)
-    plan.counts[outcome] += 1
-    return outcome != DISJOINT

@@ -55,8 +55,8 @@ class Lookup:
     ``remainder`` is the XPath text the source is asked (``None``: the cache answers
     everything), ``remainder_parts`` its conjunctions with their windows (each becomes a
     region); ``match_calls`` and ``match_counts`` count every match-type call (disjoint
-    ones too); ``fallbacks``: conjunctions whose remainder split too far and are fetched
-    whole (:mod:`cache.lookup`)."""
+    ones too); ``fallbacks``: regions that gave way because they would have split the
+    remainder too far (:mod:`cache.lookup`)."""
 
     match_types: list[str] = field(default_factory=list)
     regions_used: list[str] = field(default_factory=list)

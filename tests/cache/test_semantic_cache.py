@@ -229,7 +229,7 @@ def test_window_integer_bounds_for_a_source_with_integer_times():
 
 # -- remainders that split too far ---------------------------------------------------------
 
-def test_a_conjunction_that_splits_too_far_is_fetched_whole(monkeypatch):
+def test_a_region_that_would_split_the_remainder_too_far_gives_way(monkeypatch):
     items = {f"i{a}{b}": f"<i a='{a}' b='{b}'/>".encode() for a in range(4) for b in range(4)}
     source = ListSource(items)
     cache = SemanticCache(source)
@@ -237,9 +237,12 @@ def test_a_conjunction_that_splits_too_far_is_fetched_whole(monkeypatch):
         cache.query("/i", f"@a = {k} and @b = {k}")
     monkeypatch.setattr(defaults, "MAX_PARTS", 2)
     r = cache.query("/i", "@a >= 0")
-    assert r.fallbacks == 1 and r.remainder == "@a >= 0"
-    assert sorted(r.items) == sorted(items) and r.from_cache == 2        # the regions looked at before the split
-    assert [(i.condition, i.items) for i in cache.regions()] == [("@a >= 0", 16)]
+    # The first region splits @a >= 0 in two; each later one would make three parts, so gives way.
+    assert r.fallbacks == 3 and r.match_types == ["contained"] and r.from_cache == 1
+    assert sorted(r.items) == sorted(items) and r.from_source == 15
+    assert [(i.condition, i.items) for i in cache.regions()] == [
+        ("@a = 0 and @b = 0", 1), ("@a >= 0 and @a != 0", 12), ("@a = 0 and not(@b = 0)", 3)]
+    assert cache.query("/i", "@a >= 0").remainder is None
 
 
 def test_explain_tells_how_a_query_would_be_answered_and_changes_nothing():
