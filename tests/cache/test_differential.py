@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pytest
 from lxml import etree
 
-from cache import SemanticCache, Window
+from cache import SemanticCache, Window, defaults
 
 INTS = ["-2", "-1", "0", "1", "2", "3", "4", "2.0", " 3", "x", ""]
 WORDS = ["", "a", "ab", "abc", "b", "ba", "bab", "c", "3", "ca"]
@@ -178,6 +178,14 @@ def run(seeds: range, n_items: int, n_queries: int) -> dict:
 def test_random_query_sequences_agree_with_lxml():
     total = run(range(2000), n_items=16, n_queries=5)
     assert total["queries"] == 10_000 and total["inside"] > 1500
+
+
+def test_random_query_sequences_with_regions_giving_way(monkeypatch):
+    # Remainders may split into 3 parts at most: regions give way all the time, and the
+    # answers, the disjointness and the region texts must stay right.
+    monkeypatch.setattr(defaults, "MAX_PARTS", 3)
+    total = run(range(50_000, 50_400), n_items=16, n_queries=5)
+    assert total["fallbacks"] > 200
 
 
 @pytest.mark.slow
