@@ -26,3 +26,8 @@ MAX_CONJUNCTS = 256
 MAX_PARTS = 64
 """Remainder parts one conjunction of a query may split into during a lookup: a region
 that would split it further gives way instead (:mod:`cache.lookup`)."""
+
+MAX_MATCH_CALLS = 4096
+"""match-type calls one lookup may make: past them it stops, and what is left of the
+query is fetched but not kept as regions (it may overlap regions not looked at), so that
+a lookup stays bounded however many overlapping regions a concept holds."""

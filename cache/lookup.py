@@ -17,7 +17,9 @@ of ``CC``: one test, counted as one call). What is left over every conjunction i
 remainder, a list of conjunctions disjoint from each other and from every region: each
 becomes one new region. Regions are disjoint, so what is found does not depend on their order.
 
-When a region would split a conjunction's remainder into more than
+A lookup makes at most :data:`cache.defaults.MAX_MATCH_CALLS` match-type calls; past them
+it stops, and what is left (:attr:`Plan.unkept`) is fetched but kept in no region, since
+it may overlap regions not looked at. When a region would split a conjunction's remainder into more than
 :data:`cache.defaults.MAX_PARTS` parts, the region gives way instead (:attr:`Plan.evict`):
 the remainder is not split by it and will hold its items, which keeps the regions disjoint
 and the lookup bounded (section 4.3 allows sending more than the complement when it grows
@@ -50,11 +52,13 @@ from cache.regions import Region
 @dataclass
 class Plan:
     """What a lookup decided: regions used with their match type (one entry per use),
-    the remainder, the regions that give way (``fallbacks`` of them), and match-type calls
+    the remainder (new regions), what is fetched but not kept (``unkept``: the lookup was
+    cut short), the regions that give way (``fallbacks`` of them), and match-type calls
     and outcomes."""
 
     used: list[tuple[Region, str]] = field(default_factory=list)
     remainder: list[Conjunct] = field(default_factory=list)
+    unkept: list[Conjunct] = field(default_factory=list)
     evict: list[Region] = field(default_factory=list)
     calls: int = 0
     counts: Counter = field(default_factory=Counter)
@@ -67,14 +71,20 @@ class Plan:
         return outcome, rest
 
 
-def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region], max_parts: int | None = None) -> Plan:
+def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region], max_parts: int | None = None,
+                 max_calls: int | None = None) -> Plan:
     """Fig. 15 over ``regions`` for a query whose disjoint conjunctions are ``conjuncts``
-    (``max_parts``: default :data:`cache.defaults.MAX_PARTS`)."""
+    (limits: default :data:`cache.defaults.MAX_PARTS` and :data:`cache.defaults.MAX_MATCH_CALLS`)."""
     max_parts = defaults.MAX_PARTS if max_parts is None else max_parts
+    max_calls = defaults.MAX_MATCH_CALLS if max_calls is None else max_calls
     plan = Plan()
     for conj in conjuncts:
         cc = [conj]
+        complete = True
         for region in regions:
+            if plan.calls >= max_calls:
+                complete = False
+                break
             if region in plan.evict:
                 continue
             if len(cc) > 1 and not meet(conj, region.conjunct):
@@ -96,5 +106,5 @@ def cache_lookup(conjuncts: Sequence[Conjunct], regions: Sequence[Region], max_p
             cc = stay
             if not cc:
                 break
-        plan.remainder += cc
+        (plan.remainder if complete else plan.unkept).extend(cc)
     return plan

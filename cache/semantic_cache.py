@@ -54,9 +54,11 @@ class Lookup:
     match type of each use of a region and ``regions_used`` that region's condition;
     ``remainder`` is the XPath text the source is asked (``None``: the cache answers
     everything), ``remainder_parts`` its conjunctions with their windows (each becomes a
-    region); ``match_calls`` and ``match_counts`` count every match-type call (disjoint
-    ones too); ``fallbacks``: regions that gave way because they would have split the
-    remainder too far (:mod:`cache.lookup`)."""
+    region, unless the lookup was ``cut_short`` at its budget of match-type calls: then
+    what it had not looked up is fetched but kept in no region); ``match_calls`` and
+    ``match_counts`` count every match-type call (disjoint ones too); ``fallbacks``:
+    regions that gave way because they would have split the remainder too far
+    (:mod:`cache.lookup`)."""
 
     match_types: list[str] = field(default_factory=list)
     regions_used: list[str] = field(default_factory=list)
@@ -66,6 +68,7 @@ class Lookup:
     match_counts: dict[str, int] = field(default_factory=dict)
     lookup_seconds: float = 0.0
     fallbacks: int = 0
+    cut_short: bool = False
 
 
 @dataclass
@@ -119,10 +122,10 @@ class SemanticCache:
                 on_cached(dict(result.items))
             for region in plan.evict:
                 self._store.remove(region)
-            self._fetch(result, concept, groups, now)
+            self._fetch(result, concept, groups, set(plan.unkept), now)
             self._stats["evicted"] += self._store.evict() + len(plan.evict)
             self._stats.update(items_from_cache=result.from_cache, items_from_source=result.from_source,
-                               fallbacks=plan.fallbacks, match_calls=plan.calls)
+                               fallbacks=plan.fallbacks, match_calls=plan.calls, cut_short=int(result.cut_short))
             return result
 
     def explain(self, concept: str, condition: "Condition | str",
@@ -142,10 +145,11 @@ class SemanticCache:
         t0 = time.perf_counter()
         plan = cache_lookup(self._conjuncts(cond, win), self._store.of(concept))
         groups: dict[Window | None, list[Conjunct]] = {}
-        for part in plan.remainder:
+        for part in plan.remainder + plan.unkept:
             groups.setdefault(Window.from_range(time_range(part)) if self._timed else None, []).append(part)
         result.lookup_seconds = time.perf_counter() - t0
         result.match_calls, result.match_counts, result.fallbacks = plan.calls, dict(plan.counts), plan.fallbacks
+        result.cut_short = bool(plan.unkept)
         for region, outcome in plan.used:
             result.match_types.append(outcome)
             result.regions_used.append(region.condition)
@@ -192,10 +196,10 @@ class SemanticCache:
     # -- the remainder --------------------------------------------------------------------
 
     def _fetch(self, result: QueryResult, concept: str, groups: dict[Window | None, list[Conjunct]],
-               now: float) -> None:
+               unkept: set[Conjunct], now: float) -> None:
         """Ask the source for the remainder (one call per window) and keep each part's
-        items as a new region (section 5.5): an item goes to every part whose condition
-        (and window) it meets, and into the result if it meets one."""
+        items as a new region (section 5.5; not the ``unkept`` parts): an item goes to
+        every part whose condition (and window) it meets, and into the result if it meets one."""
         t0 = time.perf_counter()
         for win, group in groups.items():
             rows = self._rows(concept, _disjunction(group), win)
@@ -216,6 +220,8 @@ class SemanticCache:
                     if t is not None:
                         result.times[item_id] = t
             for part, (items, times) in zip(group, kept):
+                if part in unkept:
+                    continue
                 self._seq += 1
                 self._store.add(Region(concept, part, text(part), win, items, times, created=now, seq=self._seq))
                 result.regions_added += 1

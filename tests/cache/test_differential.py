@@ -118,10 +118,11 @@ def run_sequence(seed: int, n_items: int, n_queries: int, timed: bool) -> dict:
     source = Source(items, times)
     cache = SemanticCache(source, capacity_bytes=1 << 30, timed=timed, max_age=None, max_idle=None)
     # condition, window, and the cache's fallback count once it was answered (-1 if its own
-    # lookup fell back: the regions it gave up may have held other parts of its answer)
+    # lookup had regions give way, which may have held other parts of its answer, or was
+    # cut short, which keeps part of it in no region)
     asked: list[tuple[str, Window | None, int]] = []
     known: set[str] = set()
-    stats = {"queries": 0, "inside": 0, "fallbacks": 0}
+    stats = {"queries": 0, "inside": 0, "fallbacks": 0, "cut_short": 0}
     for step in range(n_queries):
         since = None                    # for a query inside cached regions: fallbacks when they were fetched
         r = rng.random()
@@ -156,14 +157,15 @@ def run_sequence(seed: int, n_items: int, n_queries: int, timed: bool) -> dict:
                 assert sorted(info.item_ids) == sorted(source.select(info.condition, info.window)), \
                     f"{where}: region {info.condition!r} {info.window}"
                 known.add((info.condition, info.window))
-        if since is not None and since == fallbacks and not result.fallbacks:
+        if since is not None and since == fallbacks and not result.fallbacks and not result.cut_short:
             stats["inside"] += 1
             assert source.sent == sent, f"{where}: inside cached regions, yet the source sent items"
             if (cond, win) in {(c, w) for c, w, _ in asked}:
                 assert result.remainder is None and source.calls == calls, where
         stats["queries"] += 1
         stats["fallbacks"] += result.fallbacks
-        asked.append((cond, win, -1 if result.fallbacks else cache.stats().get("fallbacks", 0)))
+        stats["cut_short"] += result.cut_short
+        asked.append((cond, win, -1 if result.fallbacks or result.cut_short else cache.stats().get("fallbacks", 0)))
     return stats
 
 
@@ -180,12 +182,14 @@ def test_random_query_sequences_agree_with_lxml():
     assert total["queries"] == 10_000 and total["inside"] > 1500
 
 
-def test_random_query_sequences_with_regions_giving_way(monkeypatch):
-    # Remainders may split into 3 parts at most: regions give way all the time, and the
-    # answers, the disjointness and the region texts must stay right.
+def test_random_query_sequences_with_regions_giving_way_and_lookups_cut_short(monkeypatch):
+    # Remainders may split into 3 parts at most and a lookup makes 40 match-type calls:
+    # regions give way and lookups stop all the time, and the answers, the disjointness
+    # and the region texts must stay right.
     monkeypatch.setattr(defaults, "MAX_PARTS", 3)
+    monkeypatch.setattr(defaults, "MAX_MATCH_CALLS", 40)
     total = run(range(50_000, 50_400), n_items=16, n_queries=5)
-    assert total["fallbacks"] > 200
+    assert total["fallbacks"] > 200 and total["cut_short"] > 50
 
 
 @pytest.mark.slow

@@ -245,6 +245,20 @@ def test_a_region_that_would_split_the_remainder_too_far_gives_way(monkeypatch):
     assert cache.query("/i", "@a >= 0").remainder is None
 
 
+def test_a_lookup_past_its_budget_stops_and_keeps_the_rest_in_no_region(monkeypatch):
+    items = {f"i{a}": f"<i a='{a}'/>".encode() for a in range(6)}
+    source = ListSource(items)
+    cache = SemanticCache(source)
+    for k in range(4):
+        cache.query("/i", f"@a = {k}")
+    monkeypatch.setattr(defaults, "MAX_MATCH_CALLS", 2)
+    r = cache.query("/i", "@a >= 0")
+    assert r.cut_short and r.match_calls == 2 and r.from_cache == 2
+    assert r.remainder == "@a >= 0 and @a != 0 and @a != 1" and r.regions_added == 0
+    assert sorted(r.items) == sorted(items) and r.from_source == 4
+    assert [i.condition for i in cache.regions()] == ["@a = 0", "@a = 1", "@a = 2", "@a = 3"]
+
+
 def test_explain_tells_how_a_query_would_be_answered_and_changes_nothing():
     clock = Clock()
     source = ListSource(PAINTINGS)
