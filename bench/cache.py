@@ -42,7 +42,7 @@ from pathlib import Path
 from lxml import etree
 
 from bench.output import save
-from cache import SemanticCache
+from cache import SemanticCache, defaults
 from cache.match import MATCH_TYPES
 from yfilter.generators.nitf import NITF
 
@@ -189,7 +189,8 @@ def run_mix(name: str, queries: list[tuple[str, str]], cache: SemanticCache, sou
                          "cache_bytes": stats["bytes"], "entries_before": entries, "entries": stats["regions"],
                          "match_calls": r.match_calls,
                          "match_counts": {m: r.match_counts.get(m, 0) for m in MATCH_TYPES},
-                         "remainder_parts": len(r.remainder_parts), "fallbacks": r.fallbacks})
+                         "remainder_parts": len(r.remainder_parts), "fallbacks": r.fallbacks,
+                         "cut_short": r.cut_short})
     return rows
 
 
@@ -253,6 +254,8 @@ def summary(rows: list[dict]) -> dict:
                 "match_calls": sum(r["match_calls"] for r in sel),
                 "match_counts": {m: sum(r["match_counts"][m] for r in sel) for m in MATCH_TYPES},
                 "remainder_vs_original_median": statistics.median(rem) if rem else None,
+                "ms_lookup_max": max(r["ms_lookup"] for r in sel),
+                "regions_given_way": sum(r["fallbacks"] for r in sel), "cut_short": sum(r["cut_short"] for r in sel),
                 "entries_after": sel[-1]["entries"], "cache_bytes_after": sel[-1]["cache_bytes"]}
     return out
 
@@ -294,16 +297,20 @@ def table(res: dict) -> str:
     lines = [f"semantic cache over a source with {c['latency_ms']:g} ms latency + {c['per_item_ms']:g} ms per message, "
              f"{c['messages']:,} NITF messages; load average {c['load_average_1min']} on {c['machine']}",
              f"{'mix/run':15} {'queries':>7} {'ms cache':>9} {'ms source':>9} {'ratio':>6} {'ms cached':>9} "
-             f"{'from cache':>10} {'no source':>9} {'ms lookup':>9} {'calls':>6} {'remainder/orig':>14} {'entries':>7}"]
+             f"{'from cache':>10} {'no source':>9} {'ms lookup':>9} {'max':>7} {'calls':>7} {'gave way':>8} "
+             f"{'cut':>4} {'remainder/orig':>14} {'entries':>7}"]
     for key, s in res["summary"].items():
         rem = s["remainder_vs_original_median"]
         lines.append(f"{key:15} {s['queries']:>7} {s['ms_cache_median']:>9.1f} {s['ms_direct_median']:>9.1f} "
                      f"{s['ratio_median']:>6.2f} {s['ms_cached_part_median']:>9.1f} "
                      f"{s['from_cache_share']:>10.0%} {s['answered_without_source']:>9} "
-                     f"{s['ms_lookup_median']:>9.2f} {s['match_calls']:>6} {'-' if rem is None else f'{rem:.2f}':>14} "
+                     f"{s['ms_lookup_median']:>9.2f} {s['ms_lookup_max']:>7.0f} {s['match_calls']:>7} "
+                     f"{s['regions_given_way']:>8} {s['cut_short']:>4} {'-' if rem is None else f'{rem:.2f}':>14} "
                      f"{s['entries_after']:>7}")
     lines.append("medians per query; ratio: cache / source alone; ms cached: until the part found in the cache is "
-                 "out; remainder/orig: the remainder's source time against the original query's")
+                 f"out; max: the slowest lookup; gave way: regions given up to keep a remainder within "
+                 f"{defaults.MAX_PARTS} parts; cut: lookups stopped at {defaults.MAX_MATCH_CALLS:,} match-type calls; "
+                 "remainder/orig: the remainder's source time against the original query's")
     for kind in ("new point", "broad"):
         lines.append(f"lookup against entries, {kind} (median ms / match-type calls): " + ", ".join(
             f"{x['entries']}: {x['ms_lookup_median']:.2f} / {x['match_calls_median']:.0f}"
