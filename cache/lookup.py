@@ -17,13 +17,14 @@ of ``CC``: one test, counted as one call). What is left over every conjunction i
 remainder, a list of conjunctions disjoint from each other and from every region: each
 becomes one new region. Regions are disjoint, so what is found does not depend on their order.
 
-A lookup makes at most :data:`cache.defaults.MAX_MATCH_CALLS` match-type calls; past them
-it stops, and what is left (:attr:`Plan.unkept`) is fetched but kept in no region, since
-it may overlap regions not looked at. When a region would split a conjunction's remainder into more than
-:data:`cache.defaults.MAX_PARTS` parts, the region gives way instead (:attr:`Plan.evict`):
-the remainder is not split by it and will hold its items, which keeps the regions disjoint
-and the lookup bounded (section 4.3 allows sending more than the complement when it grows
-too complex; this sends only what that region held).
+Two bounds, not in the thesis, keep a lookup cheap when many regions overlap. A region
+that would split a conjunction's remainder into more than :data:`cache.defaults.MAX_PARTS`
+parts gives way (:attr:`Plan.evict`): the remainder is not split by it and so fetches its
+items again (section 4.3 allows sending more than the complement when it grows too
+complex; this sends only what that region held). And a lookup makes at most
+:data:`cache.defaults.MAX_MATCH_CALLS` match-type calls; past them it stops, and what is
+left (:attr:`Plan.unkept`) is fetched but kept in no region, since it may overlap regions
+not looked at. Either way the regions stay disjoint and the answer exact.
 
 >>> from cache.condition import Condition
 >>> from cache.regions import Region
