@@ -35,3 +35,7 @@ rules); more is refused rather than multiplied out."""
 
 MAX_DOCUMENT_BYTES = 10_000_000
 """Largest RDF/XML document accepted."""
+
+MAX_VALUE_CHARS = 1000
+"""Longest literal or URI reference a document may hold: values are indexed (``FilterData``'s
+value index), and an index entry of PostgreSQL's B-tree takes about 2,700 bytes."""

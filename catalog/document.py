@@ -80,6 +80,8 @@ def parse_document(doc_uri: str, rdf_xml: str, schema: Schema) -> dict[str, Reso
         if not isinstance(subject, rdflib.URIRef):
             raise DocumentError(f"document {doc_uri}: a resource without rdf:ID (every resource needs a URI reference)")
         uri = unmap(str(subject))
+        if len(uri) > defaults.MAX_VALUE_CHARS:
+            raise DocumentError(f"document {doc_uri}: a URI reference longer than {defaults.MAX_VALUE_CHARS} characters")
         if not uri.startswith(doc_uri + "#"):
             raise DocumentError(f"document {doc_uri} describes {uri}, which is not a resource of this document")
         resources[uri] = _resource(graph, subject, uri, schema, unmap)
@@ -105,6 +107,8 @@ def _resource(graph: rdflib.Graph, subject, uri: str, schema: Schema, unmap) -> 
             raise DocumentError(f"resource {uri}: {name} is a literal property, not a reference")
         values.setdefault(name, []).append(unmap(str(obj)) if prop.range else str(obj))
     for name, vals in values.items():
+        if any(len(v) > defaults.MAX_VALUE_CHARS for v in vals):
+            raise DocumentError(f"resource {uri}: a value of {name} is longer than {defaults.MAX_VALUE_CHARS} characters")
         if len(vals) > 1 and not schema.properties[name].set_valued:
             raise DocumentError(f"resource {uri}: {name} is single-valued but has {len(vals)} values")
     return Resource(uri, cls, {name: tuple(sorted(vals)) for name, vals in sorted(values.items())})

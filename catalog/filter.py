@@ -1,0 +1,174 @@
+"""The filter algorithm in SQL (paper section 3.4): matching documents and rules.
+
+Step 1 joins the ``FilterData`` rows of the run's input resources (``FilterInput``) with
+``FilterRules`` and every ``FilterRules_*`` table; the pairs (resource, triggering rule) go into
+``ResultObjects`` as iteration 0. Step 2, the join phase, iterates: the rule groups that depend
+(``RuleDependencies``) on a rule with results in the previous iteration are evaluated, each group
+in one statement for all its join rules (section 3.3.3: their inputs are told apart by the
+dependency rows), the new side from ``ResultObjects`` and the other from ``Materialized`` (the
+atomic rules' current results over the whole store); what they produce is the next iteration.
+It ends when no rule depends on the last results: at most the longest path of the acyclic
+dependency graph. ``run`` tells the three runs of an update apart (section 3.5): 1 finds
+candidates against the old state (``candidates``), 2 and 3 are ordinary runs on the new state.
+A result is ``fresh`` if ``Materialized`` did not hold it yet; fresh results are added to it.
+
+Every statement is set-oriented: the cost depends on how many rules the input reaches, not on
+how many rules there are (an ``OID`` rule base of any size costs one index probe per resource).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, delete, exists, insert, literal, select, true, union
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Select
+
+from catalog import defaults
+from catalog.sqlops import compare
+from catalog.syntax import ORDERED
+from catalog.tables import (FILTER_DATA, FILTER_INPUT, FILTER_RULES, MATERIALIZED, NEW_RULES,
+                            RESULT_OBJECTS, RULE_DEPENDENCIES, RULE_GROUPS)
+
+RO, MAT, FD, RD = RESULT_OBJECTS, MATERIALIZED, FILTER_DATA, RULE_DEPENDENCIES
+
+
+class Filter:
+    """Statements of the filter for one database dialect (``sqlite`` or ``postgresql``)."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+
+    # -- step 1: triggering rules -----------------------------------------------------------
+
+    def trigger_selects(self, restrict) -> list[Select]:
+        """(rule_id, uri_reference) of every triggering rule a ``FilterData`` row satisfies,
+        restricted by ``restrict(select, fd, rules)``."""
+        out = []
+        plain = FILTER_RULES[None]
+        out.append(restrict(select(plain.c.rule_id, FD.c.uri_reference)
+                            .where(FD.c["class"] == plain.c["class"], FD.c.property == defaults.SUBJECT), plain))
+        for op, rules in FILTER_RULES.items():
+            if op is None:
+                continue
+            kinds = (False, True) if op in ("=", "!=") else (op in ORDERED,)
+            for numeric in kinds:
+                q = select(rules.c.rule_id, FD.c.uri_reference).where(
+                    FD.c["class"] == rules.c["class"], FD.c.property == rules.c.property,
+                    compare(self.dialect, op, FD.c.value, FD.c.num, rules.c.value, rules.c.num, numeric))
+                if op in ("=", "!="):
+                    q = q.where(rules.c.num.isnot(None) if numeric else rules.c.num.is_(None))
+                out.append(restrict(q, rules))
+        return out
+
+    def trigger(self, con: Connection, run: int) -> None:
+        """Step 1 for the resources in ``FilterInput``: iteration 0 of ``run``."""
+        selects = self.trigger_selects(lambda q, rules: q.where(FD.c.uri_reference == FILTER_INPUT.c.uri_reference))
+        self._record(con, run, 0, union(*selects).subquery())
+
+    def _record(self, con: Connection, run: int, iteration: int, results) -> int:
+        fresh = ~exists().where(MAT.c.rule_id == results.c.rule_id, MAT.c.uri_reference == results.c.uri_reference)
+        n = con.execute(insert(RO).from_select(
+            ["run", "iteration", "uri_reference", "rule_id", "fresh"],
+            select(literal(run), literal(iteration), results.c.uri_reference, results.c.rule_id, fresh))).rowcount
+        return n
+
+    def _materialize_fresh(self, con: Connection, run: int, iteration: int) -> None:
+        con.execute(insert(MAT).from_select(["rule_id", "uri_reference"], select(RO.c.rule_id, RO.c.uri_reference).where(
+            RO.c.run == run, RO.c.iteration == iteration, RO.c.fresh == true())))
+
+    # -- step 2: join rules, by rule group --------------------------------------------------
+
+    def join_select(self, group: dict, sides: tuple[str, str], run: int | None = None,
+                    iteration: int | None = None, only_new: bool = False) -> Select:
+        """(rule_id, uri_reference) of the join rules of ``group`` (a ``RuleGroups`` row):
+        each side ``"mat"`` (``Materialized``) or ``"delta"`` (``ResultObjects`` of ``run``,
+        ``iteration``); ``only_new``: only the rules in ``NewRules``."""
+        deps = {1: RD.alias("d1"), 2: RD.alias("d2")}
+        conds = [deps[1].c.group == group["group"], deps[1].c.param == 1,
+                 deps[2].c.target == deps[1].c.target, deps[2].c.param == 2]
+        if only_new:
+            conds.append(deps[1].c.target == NEW_RULES.c.rule_id)
+        xs, values = {}, {}
+        for param, kind in zip((1, 2), sides):
+            if kind == "mat":
+                x = MAT.alias(f"x{param}")
+                conds.append(x.c.rule_id == deps[param].c.source)
+            else:
+                x = RO.alias(f"x{param}")
+                conds += [x.c.rule_id == deps[param].c.source, x.c.run == run, x.c.iteration == iteration]
+            xs[param] = x
+        for param, prop in ((group["left_param"], group["left_property"]), (group["right_param"], group["right_property"])):
+            if prop == defaults.SUBJECT:
+                values[param] = (xs[param].c.uri_reference, None)
+            else:
+                f = FD.alias(f"f{param}")
+                conds += [f.c.uri_reference == xs[param].c.uri_reference, f.c.property == prop]
+                values[param] = (f.c.value, f.c.num)
+        lv, ln = values[group["left_param"]]
+        rv, rn = values[group["right_param"]]
+        conds.append(compare(self.dialect, group["op"], lv, ln, rv, rn, False))
+        reg = xs[group["register_param"]]
+        return select(deps[1].c.target.label("rule_id"), reg.c.uri_reference.label("uri_reference")).where(and_(*conds))
+
+    def join_phase(self, con: Connection, run: int) -> int:
+        """Iterate the join phase of ``run`` from its iteration 0; returns the last iteration
+        that produced results. Run 1 (candidates) keeps only pairs it has not found before."""
+        groups = {row.group: row._asdict() for row in con.execute(select(RULE_GROUPS))}
+        iteration = 0
+        while True:
+            due = con.execute(select(RD.c.group).distinct().where(
+                RD.c.source == RO.c.rule_id, RO.c.run == run, RO.c.iteration == iteration)).scalars().all()
+            produced = 0
+            for g in sorted(due):
+                found = union(self.join_select(groups[g], ("delta", "mat"), run, iteration),
+                              self.join_select(groups[g], ("mat", "delta"), run, iteration)).subquery()
+                if run == 1:
+                    seen = RO.alias("seen")
+                    found = select(found).where(~exists().where(
+                        seen.c.run == 1, seen.c.rule_id == found.c.rule_id,
+                        seen.c.uri_reference == found.c.uri_reference)).subquery()
+                produced += self._record(con, run, iteration + 1, found)
+            if not produced:
+                return iteration
+            iteration += 1
+            if run != 1:
+                self._materialize_fresh(con, run, iteration)
+
+    def run(self, con: Connection, run: int) -> int:
+        """An ordinary filter run (steps 1 and 2) over the resources in ``FilterInput``."""
+        self.trigger(con, run)
+        self._materialize_fresh(con, run, 0)
+        return self.join_phase(con, run)
+
+    def candidates(self, con: Connection) -> int:
+        """Run 1 of section 3.5, on the old state: every (resource, rule) result that depends
+        on a resource in ``FilterInput`` (its old version), found by propagating from the
+        results those resources are in."""
+        con.execute(insert(RO).from_select(
+            ["run", "iteration", "uri_reference", "rule_id", "fresh"],
+            select(literal(1), literal(0), MAT.c.uri_reference, MAT.c.rule_id, literal(False)).where(
+                MAT.c.uri_reference == FILTER_INPUT.c.uri_reference)))
+        return self.join_phase(con, 1)
+
+    def drop_candidates(self, con: Connection) -> None:
+        """Remove run 1's candidates from ``Materialized``; runs 2 and 3 add back what still holds."""
+        con.execute(delete(MAT).where(exists().where(
+            RO.c.run == 1, RO.c.rule_id == MAT.c.rule_id, RO.c.uri_reference == MAT.c.uri_reference)))
+
+    # -- the initial result of new atomic rules ---------------------------------------------
+
+    def materialize_new(self, con: Connection, by_depth: dict[int, list[int]]) -> None:
+        """Compute the results of new atomic rules over the whole store, shallowest first (a
+        new join rule's inputs are materialized before it): a new subscription's initial load."""
+        for depth in sorted(by_depth):
+            con.execute(delete(NEW_RULES))
+            con.execute(insert(NEW_RULES), [{"rule_id": r} for r in by_depth[depth]])
+            if depth == 0:
+                selects = self.trigger_selects(lambda q, rules: q.where(rules.c.rule_id == NEW_RULES.c.rule_id))
+                found = union(*selects).subquery()
+                con.execute(insert(MAT).from_select(["rule_id", "uri_reference"], select(found.c.rule_id, found.c.uri_reference)))
+                continue
+            due = con.execute(select(RD.c.group).distinct().where(RD.c.target == NEW_RULES.c.rule_id)).scalars().all()
+            for g in sorted(due):
+                row = con.execute(select(RULE_GROUPS).where(RULE_GROUPS.c.group == g)).one()._asdict()
+                q = self.join_select(row, ("mat", "mat"), only_new=True).subquery()
+                con.execute(insert(MAT).from_select(["rule_id", "uri_reference"], select(q).distinct()))
