@@ -32,7 +32,7 @@ import time
 from itertools import product
 from typing import Callable
 
-from sqlalchemy import delete, distinct, exists, func, insert, select, true
+from sqlalchemy import delete, exists, func, insert, select, true
 from sqlalchemy.engine import Connection
 
 from catalog import defaults
@@ -207,13 +207,11 @@ class Backbone:
                 con.execute(delete(DOCUMENTS).where(DOCUMENTS.c.uri == doc))
             elif resources is not None and doc not in stored_docs:
                 con.execute(insert(DOCUMENTS).values(uri=doc))
-        candidates: set[str] = set()
         if updated or deleted:
             self.filter.drop_candidates(con)
-            candidates = set(con.execute(select(distinct(RO.c.uri_reference)).where(RO.c.run == 1)).scalars())
-            self._set_input(con, candidates)
+            self._set_input(con, set(con.execute(select(RO.c.uri_reference).distinct().where(RO.c.run == 1)).scalars()))
             report["iterations"][2] = self.filter.run(con, 2)
-        self._set_input(con, (inserted | updated) - candidates)
+        self._set_input(con, inserted | updated)
         report["iterations"][3] = self.filter.run(con, 3)
         return report, self._deltas(con, gone)
 
