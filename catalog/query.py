@@ -7,7 +7,7 @@ subscription a query is not decomposed into atomic rules, so any comparisons go,
 
 from __future__ import annotations
 
-from sqlalchemy import and_, exists, literal, select, union
+from sqlalchemy import literal, select, union
 from sqlalchemy.sql import Select
 
 from catalog.normalize import Conjunct, Join, Selection, Term
@@ -26,28 +26,35 @@ def _conjunct(conj: Conjunct, dialect: str) -> Select:
     for v in conj.vars:
         conds.append(held[v.name].c["class"] == v.cls)
         if v.rule is not None:
-            conds.append(exists().where(MATCHES.c.sub_id == v.rule,
-                                        MATCHES.c.uri_reference == held[v.name].c.uri_reference))
+            conds.append(select(MATCHES.c.sub_id).where(
+                MATCHES.c.sub_id == v.rule, MATCHES.c.uri_reference == held[v.name].c.uri_reference)
+                .correlate_except(MATCHES).exists())
     counter = iter(range(10**6))
 
-    def side(term: Term, where: list) -> tuple:
+    def side(term: Term, where: list, aliases: list) -> tuple:
         if term.prop is None:
             return held[term.var].c.uri_reference, None
         p = HELD_PROPERTIES.alias(f"p{next(counter)}")
+        aliases.append(p)
         where += [p.c.uri_reference == held[term.var].c.uri_reference, p.c.property == term.prop]
         return p.c.value, p.c.num
 
     for pred in conj.predicates:
         where: list = []
+        aliases: list = []
         if isinstance(pred, Selection):
-            value, num = side(pred.term, where)
+            value, num = side(pred.term, where, aliases)
             numeric = isinstance(pred.value, float)
             const = literal(pred.value if not numeric else "")
             where.append(compare(dialect, pred.op, value, num, const, literal(pred.value) if numeric else None, numeric))
         else:
             assert isinstance(pred, Join)
-            lv, ln = side(pred.left, where)
-            rv, rn = side(pred.right, where)
+            lv, ln = side(pred.left, where, aliases)
+            rv, rn = side(pred.right, where, aliases)
             where.append(compare(dialect, pred.op, lv, ln, rv, rn, False))
-        conds.append(exists().where(and_(*where)))
+        if aliases:
+            # Explicitly correlated: inside a UNION (an ``or``) SQLAlchemy would not do it alone.
+            conds.append(select(literal(1)).select_from(*aliases).where(*where).correlate_except(*aliases).exists())
+        else:
+            conds += where
     return select(held[conj.register].c.uri_reference).where(*conds)
