@@ -101,6 +101,8 @@ def _resource(graph: rdflib.Graph, subject, uri: str, schema: Schema, unmap) -> 
         prop = schema.property(cls, name)
         if prop is None:
             raise DocumentError(f"resource {uri}: class {cls} has no property {name}")
+        if isinstance(obj, rdflib.BNode):
+            raise DocumentError(f"resource {uri}: {name} holds a resource without rdf:ID (every resource needs a URI reference)")
         if prop.range is not None and not isinstance(obj, rdflib.URIRef):
             raise DocumentError(f"resource {uri}: {name} references a {prop.range}, not a literal")
         if prop.range is None and not isinstance(obj, rdflib.Literal):
