@@ -32,7 +32,7 @@ import time
 from itertools import product
 from typing import Callable
 
-from sqlalchemy import delete, exists, func, insert, select, true
+from sqlalchemy import delete, exists, func, insert, select, text, true
 from sqlalchemy.engine import Connection
 
 from catalog import defaults
@@ -140,11 +140,13 @@ class Backbone:
 
     def flush(self) -> dict:
         """Filter the collected changes now and deliver the deltas. Returns a report: documents,
-        resources inserted / updated / deleted, the last iteration of each run, seconds."""
+        resources inserted / updated / deleted, the last iteration of each run, the seconds of
+        the filter (its transaction: runs, deltas, commit) and in all (delivery included)."""
         pending, self.pending, self.pending_since = self.pending, {}, None
         t0 = time.perf_counter()
         with self.engine.begin() as con:
             report, deltas = self._batch(con, pending)
+        report["filter_seconds"] = time.perf_counter() - t0
         for lmr, delta in deltas.items():
             if lmr in self.repositories and not delta.empty():
                 self.repositories[lmr](delta)
@@ -292,6 +294,9 @@ class Backbone:
             self.rules.discard()
             raise
         self.next_sub += len(subs)
+        if len(texts) >= defaults.ANALYZE_AFTER_RULES:
+            with self.engine.begin() as con:
+                con.execute(text("ANALYZE"))
         self.repositories[lmr](delta)
         return [s["sub_id"] for s in subs]
 

@@ -39,3 +39,8 @@ MAX_DOCUMENT_BYTES = 10_000_000
 MAX_VALUE_CHARS = 1000
 """Longest literal or URI reference a document may hold: values are indexed (``FilterData``'s
 value index), and an index entry of PostgreSQL's B-tree takes about 2,700 bytes."""
+
+ANALYZE_AFTER_RULES = 1000
+"""After a registration of at least this many rules at once the backbone has the database
+gather statistics (``ANALYZE``), so the planner knows the rule tables' sizes at once rather
+than after its next automatic pass (SQLite has none)."""

@@ -12,13 +12,20 @@ dependency graph. ``run`` tells the three runs of an update apart (section 3.5):
 candidates against the old state (``candidates``), 2 and 3 are ordinary runs on the new state.
 A result is ``fresh`` if ``Materialized`` did not hold it yet; fresh results are added to it.
 
-Every statement is set-oriented: the cost depends on how many rules the input reaches, not on
-how many rules there are (an ``OID`` rule base of any size costs one index probe per resource).
+Every statement is set-oriented. An equality join (identity, reference, equal values: by far
+the most common) is evaluated data first, in a fixed order: from the new results to the resources
+the predicate pairs them with (through the value index), their materialized results, and only
+then the dependency rows of the group; starting from the dependency rows instead would visit every
+rule of the group that depends on a popular input (every join rule of a rule type shares the
+empty ``search CycleProvider c register c``), so the cost would grow with the rule base; the pair
+of results found gives its join rule by one probe of ``JoinInputs``. SQLite
+keeps the order of a ``CROSS JOIN``; PostgreSQL keeps that of explicit joins with
+``join_collapse_limit = 1``, set for the statement's transaction.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import and_, delete, exists, insert, literal, select, true, union
+from sqlalchemy import Integer, Text, and_, delete, exists, insert, literal, select, text, true, union
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 
@@ -41,7 +48,7 @@ class Filter:
 
     def trigger_selects(self, restrict) -> list[Select]:
         """(rule_id, uri_reference) of every triggering rule a ``FilterData`` row satisfies,
-        restricted by ``restrict(select, fd, rules)``."""
+        restricted by ``restrict(select, rules)`` (the new rules' initial results)."""
         out = []
         plain = FILTER_RULES[None]
         out.append(restrict(select(plain.c.rule_id, FD.c.uri_reference)
@@ -60,9 +67,28 @@ class Filter:
         return out
 
     def trigger(self, con: Connection, run: int) -> None:
-        """Step 1 for the resources in ``FilterInput``: iteration 0 of ``run``."""
-        selects = self.trigger_selects(lambda q, rules: q.where(FD.c.uri_reference == FILTER_INPUT.c.uri_reference))
-        self._record(con, run, 0, union(*selects).subquery())
+        """Step 1 for the resources in ``FilterInput``: iteration 0 of ``run``, input first (its
+        rows, then the rules they satisfy through the rule tables' indexes)."""
+        join = " CROSS JOIN " if self.dialect == "sqlite" else " JOIN "
+        head = f'SELECT r.rule_id AS rule_id, fd.uri_reference AS uri_reference FROM "FilterInput" fi{join}' \
+               f'"FilterData" fd ON fd.uri_reference = fi.uri_reference{join}'
+        parts = [head + '"FilterRules" r ON r.class = fd.class AND fd.property = :subject']
+        contains = "strpos" if self.dialect == "postgresql" else "instr"
+        for op, rules in FILTER_RULES.items():
+            if op is None:
+                continue
+            on = f'"{rules.name}" r ON r.class = fd.class AND r.property = fd.property AND '
+            sql_op = "<>" if op == "!=" else op
+            if op in ("=", "!="):
+                parts.append(head + on + f"r.num IS NULL AND fd.value {sql_op} r.value")
+                parts.append(head + on + f"r.num IS NOT NULL AND fd.num {sql_op} r.num")
+            elif op == "contains":
+                parts.append(head + on + f"{contains}(fd.value, r.value) > 0")
+            else:
+                parts.append(head + on + f"fd.num {sql_op} r.num")
+        found = text(" UNION ".join(parts)).bindparams(subject=defaults.SUBJECT).columns(
+            rule_id=Integer, uri_reference=Text).subquery()
+        self._record(con, run, 0, found)
 
     def _record(self, con: Connection, run: int, iteration: int, results) -> int:
         fresh = ~exists().where(MAT.c.rule_id == results.c.rule_id, MAT.c.uri_reference == results.c.uri_reference)
@@ -109,6 +135,30 @@ class Filter:
         reg = xs[group["register_param"]]
         return select(deps[1].c.target.label("rule_id"), reg.c.uri_reference.label("uri_reference")).where(and_(*conds))
 
+    def equality_join(self, group: dict, delta: int, run: int, iteration: int):
+        """The join rules of an equality ``group`` with the new results (``ResultObjects`` of
+        ``run``, ``iteration``) on parameter ``delta``, data first (see the module's text)."""
+        p, q = delta, 3 - delta
+        props = {group["left_param"]: group["left_property"], group["right_param"]: group["right_property"]}
+        join = " CROSS JOIN " if self.dialect == "sqlite" else " JOIN "
+        parts = [f'"ResultObjects" x{p}']
+        value = f"x{p}.uri_reference"
+        if props[p] != defaults.SUBJECT:
+            parts.append(f'"FilterData" f{p} ON f{p}.uri_reference = x{p}.uri_reference AND f{p}.property = :prop{p}')
+            value = f"f{p}.value"
+        partner = value
+        if props[q] != defaults.SUBJECT:
+            parts.append(f'"FilterData" f{q} ON f{q}.property = :prop{q} AND f{q}.value = {value}')
+            partner = f"f{q}.uri_reference"
+        parts.append(f'"Materialized" x{q} ON x{q}.uri_reference = {partner}')
+        parts.append(f'"JoinInputs" j ON j."group" = :g AND j.source{p} = x{p}.rule_id AND j.source{q} = x{q}.rule_id')
+        sql = (f"SELECT j.rule_id AS rule_id, x{group['register_param']}.uri_reference AS uri_reference FROM "
+               + join.join(parts) + f" WHERE x{p}.run = :run AND x{p}.iteration = :it")
+        # Named by parameter, not by role: both directions of one group go into one UNION.
+        params = {"g": group["group"], "run": run, "it": iteration, "prop1": props[1], "prop2": props[2]}
+        return text(sql).bindparams(**{k: v for k, v in params.items() if f":{k}" in sql}) \
+            .columns(rule_id=Integer, uri_reference=Text)
+
     def join_phase(self, con: Connection, run: int) -> int:
         """Iterate the join phase of ``run`` from its iteration 0; returns the last iteration
         that produced results. Run 1 (candidates) keeps only pairs it has not found before."""
@@ -119,8 +169,12 @@ class Filter:
                 RD.c.source == RO.c.rule_id, RO.c.run == run, RO.c.iteration == iteration)).scalars().all()
             produced = 0
             for g in sorted(due):
-                found = union(self.join_select(groups[g], ("delta", "mat"), run, iteration),
-                              self.join_select(groups[g], ("mat", "delta"), run, iteration)).subquery()
+                if groups[g]["op"] == "=":
+                    found = union(self.equality_join(groups[g], 1, run, iteration),
+                                  self.equality_join(groups[g], 2, run, iteration)).subquery()
+                else:
+                    found = union(self.join_select(groups[g], ("delta", "mat"), run, iteration),
+                                  self.join_select(groups[g], ("mat", "delta"), run, iteration)).subquery()
                 if run == 1:
                     seen = RO.alias("seen")
                     found = select(found).where(~exists().where(
@@ -133,8 +187,14 @@ class Filter:
             if run != 1:
                 self._materialize_fresh(con, run, iteration)
 
+    def keep_join_order(self, con: Connection) -> None:
+        """Make PostgreSQL keep the order of explicit joins for the rest of the transaction."""
+        if self.dialect == "postgresql":
+            con.execute(text("SET LOCAL join_collapse_limit = 1"))
+
     def run(self, con: Connection, run: int) -> int:
         """An ordinary filter run (steps 1 and 2) over the resources in ``FilterInput``."""
+        self.keep_join_order(con)
         self.trigger(con, run)
         self._materialize_fresh(con, run, 0)
         return self.join_phase(con, run)
@@ -143,6 +203,7 @@ class Filter:
         """Run 1 of section 3.5, on the old state: every (resource, rule) result that depends
         on a resource in ``FilterInput`` (its old version), found by propagating from the
         results those resources are in."""
+        self.keep_join_order(con)
         con.execute(insert(RO).from_select(
             ["run", "iteration", "uri_reference", "rule_id", "fresh"],
             select(literal(1), literal(0), MAT.c.uri_reference, MAT.c.rule_id, literal(False)).where(

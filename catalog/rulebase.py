@@ -17,7 +17,7 @@ from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.engine import Connection
 
 from catalog.decompose import Interner, Template, Trigger
-from catalog.tables import ATOMIC_RULES, FILTER_RULES, MATERIALIZED, RULE_DEPENDENCIES, RULE_GROUPS, RULE_USES
+from catalog.tables import ATOMIC_RULES, FILTER_RULES, JOIN_INPUTS, MATERIALIZED, RULE_DEPENDENCIES, RULE_GROUPS, RULE_USES
 from catalog.values import constant_text
 
 
@@ -38,7 +38,7 @@ class RuleBase(Interner):
         self._reset()
 
     def _reset(self) -> None:
-        self.rows: dict[str, list[dict]] = {"rules": [], "deps": [], "groups": []}
+        self.rows: dict[str, list[dict]] = {"rules": [], "deps": [], "groups": [], "inputs": []}
         self.filter_rows: dict[str | None, list[dict]] = {op: [] for op in FILTER_RULES}
         self.touched: set[int] = set()
 
@@ -79,6 +79,7 @@ class RuleBase(Interner):
         if new:
             self.rows["deps"] += [{"source": rule1, "target": rule, "param": 1, "group": group},
                                   {"source": rule2, "target": rule, "param": 2, "group": group}]
+            self.rows["inputs"].append({"rule_id": rule, "group": group, "source1": rule1, "source2": rule2})
         return rule
 
     def new_by_depth(self) -> dict[int, list[int]]:
@@ -90,7 +91,8 @@ class RuleBase(Interner):
 
     def write(self, con: Connection) -> None:
         """Insert what was interned; the caller's transaction commits it."""
-        for table, key in ((RULE_GROUPS, "groups"), (ATOMIC_RULES, "rules"), (RULE_DEPENDENCIES, "deps")):
+        for table, key in ((RULE_GROUPS, "groups"), (ATOMIC_RULES, "rules"), (RULE_DEPENDENCIES, "deps"),
+                           (JOIN_INPUTS, "inputs")):
             if self.rows[key]:
                 con.execute(insert(table), self.rows[key])
         for op, rows in self.filter_rows.items():
@@ -117,6 +119,7 @@ class RuleBase(Interner):
             for table in FILTER_RULES.values():
                 con.execute(delete(table).where(table.c.rule_id.in_(chunk)))
             con.execute(delete(RULE_DEPENDENCIES).where(RULE_DEPENDENCIES.c.target.in_(chunk)))
+            con.execute(delete(JOIN_INPUTS).where(JOIN_INPUTS.c.rule_id.in_(chunk)))
             con.execute(delete(MATERIALIZED).where(MATERIALIZED.c.rule_id.in_(chunk)))
             con.execute(delete(ATOMIC_RULES).where(ATOMIC_RULES.c.rule_id.in_(chunk)))
         empty = con.execute(select(RULE_GROUPS.c.group, RULE_GROUPS.c.text).where(

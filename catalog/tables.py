@@ -51,6 +51,14 @@ RULE_DEPENDENCIES = Table(
     Column("param", Integer, primary_key=True, autoincrement=False), Column("group", Integer, nullable=False),
     Index("dep_source", "source", "group"), Index("dep_group", "group", "param", "target"))
 
+JOIN_INPUTS = Table(
+    "JoinInputs", METADATA,
+    Column("rule_id", Integer, primary_key=True, autoincrement=False), Column("group", Integer, nullable=False),
+    Column("source1", Integer, nullable=False), Column("source2", Integer, nullable=False),
+    Index("ji_pair", "group", "source1", "source2"))
+"""``RuleDependencies`` again, one row per join rule with both inputs: the join phase finds the
+rule joining two given results with one index probe, however many rules share one input."""
+
 RULE_GROUPS = Table(
     "RuleGroups", METADATA,
     Column("group", Integer, primary_key=True, autoincrement=False), Column("text", Text, nullable=False, unique=True),
