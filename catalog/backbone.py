@@ -32,7 +32,8 @@ import time
 from itertools import product
 from typing import Callable
 
-from sqlalchemy import delete, exists, func, insert, select, text, true
+from sqlalchemy import delete, exists, func, insert, select, true
+from sqlalchemy import text as sql
 from sqlalchemy.engine import Connection
 
 from catalog import defaults
@@ -296,7 +297,7 @@ class Backbone:
         self.next_sub += len(subs)
         if len(texts) >= defaults.ANALYZE_AFTER_RULES:
             with self.engine.begin() as con:
-                con.execute(text("ANALYZE"))
+                con.execute(sql("ANALYZE"))
         self.repositories[lmr](delta)
         return [s["sub_id"] for s in subs]
 
