@@ -105,7 +105,7 @@ def comp_cap(rules: int, percent: float, quick: bool) -> int:
     return max(1, int(budget / max(1.0, rules * percent / 100)))
 
 
-def run(args) -> dict:
+def run(args, postgres=None) -> dict:
     from broker.local.pgserver import PostgresDevServer
 
     batches = [b for b in (1, 3, 10, 30, 100, 300, 1000) if b <= args.max_batch]
@@ -114,7 +114,7 @@ def run(args) -> dict:
                       "machine": f"{os.cpu_count()} cores", "date": datetime.now(timezone.utc).isoformat(),
                       "load_average_1min": [round(os.getloadavg()[0], 2)]},
            "curves": {}, "setup_s": {}, "fig15": {}}
-    pg = PostgresDevServer().start() if "postgresql" in args.databases else None
+    pg = postgres or (PostgresDevServer().start() if "postgresql" in args.databases else None)
     names = iter(range(10**6))
     try:
         with tempfile.TemporaryDirectory(prefix="onyx-bench-catalog-") as tmp:
@@ -149,7 +149,7 @@ def run(args) -> dict:
                           + " ".join(f"{b}:{v['ms_per_doc']:.2f}" for b, v in curve.items()), flush=True)
                     mdp.engine.dispose()
     finally:
-        if pg is not None:
+        if pg is not None and postgres is None:
             pg.stop()
     res["config"]["load_average_1min"].append(round(os.getloadavg()[0], 2))
     res["ratios"] = ratios(res)
@@ -233,7 +233,8 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, postgres=None) -> int:
+    """The command line; ``postgres``: a running :class:`PostgresDevServer` to use (the tests')."""
     p = argparse.ArgumentParser(prog="python -m bench.catalog", description=__doc__.split("\n\n")[0])
     p.add_argument("--rules", type=int, nargs="+", help="rule-base sizes (default 10000 100000; quick 1000 5000)")
     p.add_argument("--max-batch", type=int, help="largest batch size (default 1000; quick 100)")
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args.rules = args.rules or ([1000, 5000] if args.quick else [10_000, 100_000])
     args.max_batch = args.max_batch or (100 if args.quick else 1000)
     args.fig15_rules = args.fig15_rules or (2000 if args.quick else 10_000)
-    res = run(args)
+    res = run(args, postgres)
     print(table(res))
     save(res, args.json or RESULTS / "catalog.json", args.plot, plot)
     return 0

@@ -32,7 +32,7 @@ import time
 from itertools import product
 from typing import Callable
 
-from sqlalchemy import delete, exists, func, insert, select, true
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy import text as sql
 from sqlalchemy.engine import Connection
 
@@ -47,7 +47,7 @@ from catalog.normalize import normalize
 from catalog.parser import parse
 from catalog.rulebase import RuleBase
 from catalog.schema import Schema
-from catalog.shipping import closure, holders
+from catalog.shipping import closure, end_results, holders
 from catalog.tables import (ATOMIC_RULES, BATCH_RESOURCES, DOCUMENTS, FILTER_DATA, FILTER_INPUT, MATERIALIZED,
                             METADATA, REPOSITORIES, RESULT_OBJECTS, RULE_USES, SCHEMAS, STRONG_PROPERTIES,
                             SUBSCRIPTION_RULES, SUBSCRIPTIONS)
@@ -195,6 +195,7 @@ class Backbone:
             con.execute(insert(BATCH_RESOURCES), changes)
         gone: set[tuple[str, str]] = set()
         if updated or deleted:
+            self.filter.keep_join_order(con)
             gone = holders(con, ("delete",))
             self._set_input(con, updated | deleted)
             report["iterations"][1] = self.filter.candidates(con)
@@ -221,18 +222,10 @@ class Backbone:
     def _deltas(self, con: Connection, gone: set[tuple[str, str]]) -> dict[str, Delta]:
         """Per repository: end-rule results lost and gained, what to ship, what is gone."""
         deltas: dict[str, Delta] = {}
-        ends = select(RO.c.rule_id, RO.c.uri_reference, SUBSCRIPTIONS.c.lmr, SUBSCRIPTIONS.c.sub_id).distinct().where(
-            SUBSCRIPTION_RULES.c.rule_id == RO.c.rule_id, SUBSCRIPTIONS.c.sub_id == SUBSCRIPTION_RULES.c.sub_id)
-        lost = ends.where(RO.c.run == 1, ~exists().where(MATERIALIZED.c.rule_id == RO.c.rule_id,
-                                                          MATERIALIZED.c.uri_reference == RO.c.uri_reference))
-        was = RO.alias("was")
-        won = ends.where(RO.c.run.in_((2, 3)), RO.c.fresh == true(),
-                         ~exists().where(was.c.run == 1, was.c.rule_id == RO.c.rule_id,
-                                         was.c.uri_reference == RO.c.uri_reference))
-        for rule, uri, lmr, sub in con.execute(lost):
+        for rule, uri, lmr, sub in end_results(con, lost=True):
             deltas.setdefault(lmr, Delta()).unmatched.add((sub, rule, uri))
         roots = set()
-        for rule, uri, lmr, sub in con.execute(won):
+        for rule, uri, lmr, sub in end_results(con, lost=False):
             deltas.setdefault(lmr, Delta()).matched.add((sub, rule, uri))
             roots.add((lmr, uri))
         roots |= holders(con, ("insert", "update"))
