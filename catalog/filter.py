@@ -21,6 +21,17 @@ empty ``search CycleProvider c register c``), so the cost would grow with the ru
 of results found gives its join rule by one probe of ``JoinInputs``. SQLite
 keeps the order of a ``CROSS JOIN``; PostgreSQL keeps that of explicit joins with
 ``join_collapse_limit = 1``, set for the statement's transaction.
+
+The data-first statement of Figure 7's group 2 (``c.serverInformation = a``) for new results of
+its parameter 1 (the ServerInformation side):
+
+>>> group = {"group": 2, "left_param": 2, "left_property": "serverInformation", "op": "=",
+...          "right_param": 1, "right_property": defaults.SUBJECT, "register_param": 2}
+>>> for part in str(Filter("sqlite").equality_join(group, 1, 3, 1)).split(" CROSS JOIN "): print(part)
+SELECT j.rule_id AS rule_id, x2.uri_reference AS uri_reference FROM "ResultObjects" x1
+"FilterData" f2 ON f2.property = :prop2 AND f2.value = x1.uri_reference
+"Materialized" x2 ON x2.uri_reference = f2.uri_reference
+"JoinInputs" j ON j."group" = :g AND j.source1 = x1.rule_id AND j.source2 = x2.rule_id WHERE x1.run = :run AND x1.iteration = :it
 """
 
 from __future__ import annotations

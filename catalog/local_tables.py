@@ -1,7 +1,11 @@
 """A local repository's tables: ``Held`` (what it holds, with its class), ``HeldProperties``
 (their values, numeric reading beside), ``Matches`` (which subscription's end rule matched
 what), ``StrongEdges`` (the strong references between held resources: the reference counts of
-the garbage collector) and ``LocalSubscriptions``."""
+the garbage collector) and ``LocalSubscriptions``.
+
+>>> sorted(METADATA.tables)
+['Held', 'HeldProperties', 'LocalSchemas', 'LocalSubscriptions', 'Matches', 'StrongEdges']
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,16 @@ it is the rule language): a rule evaluated on the repository's own data, transla
 query: a variable per search class over ``Held``, each comparison an ``EXISTS`` over the values
 in ``HeldProperties`` (so set-valued properties and paths are existential, as in rules), and
 ``rule(N)`` a variable over what subscription ``N`` of this repository matched. Unlike a
-subscription a query is not decomposed into atomic rules, so any comparisons go, cycles too."""
+subscription a query is not decomposed into atomic rules, so any comparisons go, cycles too.
+
+>>> from catalog.parser import parse
+>>> from catalog.normalize import normalize
+>>> from catalog.schema import FIGURE_1_SCHEMA, Schema
+>>> schema = Schema(); schema.add(FIGURE_1_SCHEMA)
+>>> q = query_select(normalize(parse("search CycleProvider c register c where c.serverPort = 5874"), schema), "sqlite")
+>>> " ".join(str(q).split()).split(" WHERE ", 1)[1]
+'v0.class = :class_1 AND (EXISTS (SELECT :param_1 AS anon_1 FROM "HeldProperties" AS p0 WHERE p0.uri_reference = v0.uri_reference AND p0.property = :property_1 AND p0.num = :param_2))'
+"""
 
 from __future__ import annotations
 

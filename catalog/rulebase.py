@@ -9,6 +9,19 @@ Ids are handed out here (one writer per backbone), so a whole batch of subscript
 decomposed in memory and written with one insert per table; :meth:`RuleBase.discard` forgets
 what a failed registration interned. Atomic rules no subscription uses any more are removed
 (:meth:`RuleBase.remove_unused`): ``RuleUses`` is their reference count.
+
+>>> from catalog.db import open_database
+>>> from catalog.decompose import Trigger
+>>> from catalog.tables import METADATA
+>>> engine = open_database(None, METADATA)
+>>> with engine.begin() as con:
+...     rules = RuleBase(con)
+...     ids = rules.trigger(Trigger("ServerInformation", "memory", ">", 64.0)), rules.trigger(Trigger("CycleProvider"))
+...     rules.write(con)
+...     con.execute(select(FILTER_RULES[">"])).all()
+[(1, 'ServerInformation', 'memory', '64', 64.0)]
+>>> ids, rules.trigger(Trigger("CycleProvider"))
+((1, 2), 2)
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ strong ``FilterData`` rows, backwards from the resource). So a changed resource 
 every LMR holding it, also one held only because a matched resource strongly references it
 (the three-run protocol alone would leave that copy stale: no rule tests it), and a deleted one
 is announced to its holders. What is shipped is the strong closure of the roots (forwards).
+
+>>> joiner("sqlite"), joiner("postgresql")
+(' CROSS JOIN ', ' JOIN ')
 """
 
 from __future__ import annotations
