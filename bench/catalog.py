@@ -28,7 +28,6 @@ Prints a table, writes ``bench/results/catalog.json`` and a PNG.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -96,12 +95,12 @@ def measure(mdp, kind: str, rules: int, batch: int, reps: int, next_doc: list[in
 
 
 def reps_for(batch: int, quick: bool) -> int:
-    return max(2 if quick else 3, (20 if quick else 60) // batch)
+    return max(2 if quick or batch > 100 else 3, (20 if quick else 60) // batch)
 
 
 def comp_cap(rules: int, percent: float, quick: bool) -> int:
     """Largest COMP batch measured: a batch writes batch x rules x percent results twice."""
-    budget = 300_000 if quick else 1_500_000
+    budget = 50_000 if quick else 250_000
     return max(1, int(budget / max(1.0, rules * percent / 100)))
 
 

@@ -96,7 +96,8 @@ class LocalRepository:
         self._backbone().unsubscribe(self.name, rule_id)
 
     def apply(self, delta: Delta) -> set[str]:
-        """Bring the repository up to date with a delta; returns what the collector removed."""
+        """Bring the repository up to date with a delta (applying one twice changes nothing);
+        returns what the collector removed."""
         with self.engine.begin() as con:
             for text in delta.schemas:
                 if text not in self.schema.texts:
@@ -109,20 +110,32 @@ class LocalRepository:
                 tables.remove(uri)
             for res in delta.upserts.values():
                 suspects |= self._store(con, tables, res)
+            known = set(con.execute(select(LOCAL_SUBSCRIPTIONS.c.sub_id)).scalars())
             for sub, (text, type_) in delta.subscribed.items():
-                con.execute(insert(LOCAL_SUBSCRIPTIONS).values(sub_id=sub, text=text, type=type_))
+                if sub not in known:
+                    con.execute(insert(LOCAL_SUBSCRIPTIONS).values(sub_id=sub, text=text, type=type_))
             for sub, rule, uri in delta.unmatched:
                 con.execute(delete(MATCHES).where(MATCHES.c.sub_id == sub, MATCHES.c.rule_id == rule,
                                                   MATCHES.c.uri_reference == uri))
                 suspects.add(uri)
-            if delta.matched:
-                con.execute(insert(MATCHES), [{"sub_id": s, "rule_id": r, "uri_reference": u}
-                                              for s, r, u in sorted(delta.matched)])
+            # A delta read twice from a topic (at-least-once) must change nothing the second time.
+            fresh = delta.matched - self._matches(con, {u for _, _, u in delta.matched})
+            if fresh:
+                con.execute(insert(MATCHES), [{"sub_id": s, "rule_id": r, "uri_reference": u} for s, r, u in sorted(fresh)])
             for sub in delta.unsubscribed:
                 suspects |= set(con.execute(select(MATCHES.c.uri_reference).where(MATCHES.c.sub_id == sub)).scalars())
                 con.execute(delete(MATCHES).where(MATCHES.c.sub_id == sub))
                 con.execute(delete(LOCAL_SUBSCRIPTIONS).where(LOCAL_SUBSCRIPTIONS.c.sub_id == sub))
             return collect(tables, suspects)
+
+    @staticmethod
+    def _matches(con: Connection, uris: set[str]) -> set[tuple[int, int, str]]:
+        found: set[tuple[int, int, str]] = set()
+        ordered = sorted(uris)
+        for i in range(0, len(ordered), 500):
+            found |= {tuple(r) for r in con.execute(select(MATCHES.c.sub_id, MATCHES.c.rule_id, MATCHES.c.uri_reference)
+                                                    .where(MATCHES.c.uri_reference.in_(ordered[i:i + 500])))}
+        return found
 
     def _store(self, con: Connection, tables: _Tables, res: Resource) -> set[str]:
         """Store or replace one resource; returns what it referenced strongly before and now

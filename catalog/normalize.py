@@ -24,7 +24,7 @@ from typing import Callable
 from catalog import defaults
 from catalog.errors import RuleError
 from catalog.schema import Schema
-from catalog.syntax import ORDERED, And, Comparison, Const, Or, Path, Rule
+from catalog.syntax import ORDERED, Comparison, Const, Or, Path, Rule
 from catalog.values import constant_text
 
 MIRROR = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
