@@ -54,6 +54,7 @@ class Filter:
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
+        self.join = " CROSS JOIN " if dialect == "sqlite" else " JOIN "
 
     # -- step 1: triggering rules -----------------------------------------------------------
 
@@ -80,7 +81,7 @@ class Filter:
     def trigger(self, con: Connection, run: int) -> None:
         """Step 1 for the resources in ``FilterInput``: iteration 0 of ``run``, input first (its
         rows, then the rules they satisfy through the rule tables' indexes)."""
-        join = " CROSS JOIN " if self.dialect == "sqlite" else " JOIN "
+        join = self.join
         head = f'SELECT r.rule_id AS rule_id, fd.uri_reference AS uri_reference FROM "FilterInput" fi{join}' \
                f'"FilterData" fd ON fd.uri_reference = fi.uri_reference{join}'
         parts = [head + '"FilterRules" r ON r.class = fd.class AND fd.property = :subject']
@@ -151,7 +152,7 @@ class Filter:
         ``run``, ``iteration``) on parameter ``delta``, data first (see the module's text)."""
         p, q = delta, 3 - delta
         props = {group["left_param"]: group["left_property"], group["right_param"]: group["right_property"]}
-        join = " CROSS JOIN " if self.dialect == "sqlite" else " JOIN "
+        join = self.join
         parts = [f'"ResultObjects" x{p}']
         value = f"x{p}.uri_reference"
         if props[p] != defaults.SUBJECT:
@@ -176,8 +177,12 @@ class Filter:
         groups = {row.group: row._asdict() for row in con.execute(select(RULE_GROUPS))}
         iteration = 0
         while True:
-            due = con.execute(select(RD.c.group).distinct().where(
-                RD.c.source == RO.c.rule_id, RO.c.run == run, RO.c.iteration == iteration)).scalars().all()
+            # From the iteration's results' rules to the groups they feed (``InputGroups``), not
+            # through RuleDependencies: a popular input has a row there per dependent rule.
+            due = con.execute(text(
+                f'SELECT DISTINCT i."group" FROM (SELECT DISTINCT rule_id FROM "ResultObjects" WHERE run = :run '
+                f'AND iteration = :it) ro{self.join}"InputGroups" i ON i.source = ro.rule_id'),
+                {"run": run, "it": iteration}).scalars().all()
             produced = 0
             for g in sorted(due):
                 if groups[g]["op"] == "=":

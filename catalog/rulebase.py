@@ -30,7 +30,7 @@ from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.engine import Connection
 
 from catalog.decompose import Interner, Template, Trigger
-from catalog.tables import ATOMIC_RULES, FILTER_RULES, JOIN_INPUTS, MATERIALIZED, RULE_DEPENDENCIES, RULE_GROUPS, RULE_USES
+from catalog.tables import ATOMIC_RULES, FILTER_RULES, INPUT_GROUPS, JOIN_INPUTS, MATERIALIZED, RULE_DEPENDENCIES, RULE_GROUPS, RULE_USES
 from catalog.values import constant_text
 
 
@@ -46,12 +46,13 @@ class RuleBase(Interner):
             self.depth[row.rule_id] = row.depth
         for row in con.execute(select(RULE_GROUPS.c.group, RULE_GROUPS.c.text)):
             self.groups[row.text] = row.group
+        self.inputs: set[tuple[int, int]] = {tuple(r) for r in con.execute(select(INPUT_GROUPS))}
         self.next_rule = (con.execute(select(func.max(ATOMIC_RULES.c.rule_id))).scalar() or 0) + 1
         self.next_group = (con.execute(select(func.max(RULE_GROUPS.c.group))).scalar() or 0) + 1
         self._reset()
 
     def _reset(self) -> None:
-        self.rows: dict[str, list[dict]] = {"rules": [], "deps": [], "groups": [], "inputs": []}
+        self.rows: dict[str, list[dict]] = {"rules": [], "deps": [], "groups": [], "inputs": [], "input_groups": []}
         self.filter_rows: dict[str | None, list[dict]] = {op: [] for op in FILTER_RULES}
         self.touched: set[int] = set()
 
@@ -93,6 +94,10 @@ class RuleBase(Interner):
             self.rows["deps"] += [{"source": rule1, "target": rule, "param": 1, "group": group},
                                   {"source": rule2, "target": rule, "param": 2, "group": group}]
             self.rows["inputs"].append({"rule_id": rule, "group": group, "source1": rule1, "source2": rule2})
+            for source in (rule1, rule2):
+                if (source, group) not in self.inputs:
+                    self.inputs.add((source, group))
+                    self.rows["input_groups"].append({"source": source, "group": group})
         return rule
 
     def new_by_depth(self) -> dict[int, list[int]]:
@@ -105,7 +110,7 @@ class RuleBase(Interner):
     def write(self, con: Connection) -> None:
         """Insert what was interned; the caller's transaction commits it."""
         for table, key in ((RULE_GROUPS, "groups"), (ATOMIC_RULES, "rules"), (RULE_DEPENDENCIES, "deps"),
-                           (JOIN_INPUTS, "inputs")):
+                           (JOIN_INPUTS, "inputs"), (INPUT_GROUPS, "input_groups")):
             if self.rows[key]:
                 con.execute(insert(table), self.rows[key])
         for op, rows in self.filter_rows.items():
@@ -120,6 +125,8 @@ class RuleBase(Interner):
             del self.depth[row["rule_id"]]
         for row in self.rows["groups"]:
             del self.groups[row["text"]]
+        for row in self.rows["input_groups"]:
+            self.inputs.discard((row["source"], row["group"]))
         self._reset()
 
     def remove_unused(self, con: Connection) -> list[int]:
@@ -135,6 +142,9 @@ class RuleBase(Interner):
             con.execute(delete(JOIN_INPUTS).where(JOIN_INPUTS.c.rule_id.in_(chunk)))
             con.execute(delete(MATERIALIZED).where(MATERIALIZED.c.rule_id.in_(chunk)))
             con.execute(delete(ATOMIC_RULES).where(ATOMIC_RULES.c.rule_id.in_(chunk)))
+        con.execute(delete(INPUT_GROUPS).where(~exists().where(
+            RULE_DEPENDENCIES.c.source == INPUT_GROUPS.c.source, RULE_DEPENDENCIES.c.group == INPUT_GROUPS.c.group)))
+        self.inputs = {tuple(r) for r in con.execute(select(INPUT_GROUPS))}
         empty = con.execute(select(RULE_GROUPS.c.group, RULE_GROUPS.c.text).where(
             ~exists().where(ATOMIC_RULES.c.group == RULE_GROUPS.c.group))).all()
         if empty:

@@ -59,6 +59,14 @@ JOIN_INPUTS = Table(
 """``RuleDependencies`` again, one row per join rule with both inputs: the join phase finds the
 rule joining two given results with one index probe, however many rules share one input."""
 
+INPUT_GROUPS = Table(
+    "InputGroups", METADATA,
+    Column("source", Integer, primary_key=True, autoincrement=False),
+    Column("group", Integer, primary_key=True, autoincrement=False))
+"""Which rule groups an atomic rule is an input of, once per pair: the join phase's "which groups
+are due" reads a few rows per new result's rule, where ``RuleDependencies`` holds a row per
+dependent rule (every PATH rule depends on ``search CycleProvider c register c``)."""
+
 RULE_GROUPS = Table(
     "RuleGroups", METADATA,
     Column("group", Integer, primary_key=True, autoincrement=False), Column("text", Text, nullable=False, unique=True),
