@@ -91,9 +91,15 @@ class Filter:
                 continue
             on = f'"{rules.name}" r ON r.class = fd.class AND r.property = fd.property AND '
             sql_op = "<>" if op == "!=" else op
-            if op in ("=", "!="):
-                parts.append(head + on + f"r.num IS NULL AND fd.value {sql_op} r.value")
-                parts.append(head + on + f"r.num IS NOT NULL AND fd.num {sql_op} r.num")
+            if op == "=":
+                # Equal strings of a numeric constant are equal numbers too, so the string branch
+                # needs no "r.num IS NULL", which would lead SQLite to the num index and a scan
+                # of every rule on the property (every OID rule).
+                parts.append(head + on + "fd.value = r.value")
+                parts.append(head + on + "fd.num = r.num")
+            elif op == "!=":
+                parts.append(head + on + "r.num IS NULL AND fd.value <> r.value")
+                parts.append(head + on + "r.num IS NOT NULL AND fd.num <> r.num")
             elif op == "contains":
                 parts.append(head + on + f"{contains}(fd.value, r.value) > 0")
             else:
