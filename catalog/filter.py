@@ -31,7 +31,7 @@ its parameter 1 (the ServerInformation side):
 SELECT j.rule_id AS rule_id, x2.uri_reference AS uri_reference FROM "ResultObjects" x1
 "FilterData" f2 ON f2.property = :prop2 AND f2.value = x1.uri_reference
 "Materialized" x2 ON x2.uri_reference = f2.uri_reference
-"JoinInputs" j ON j."group" = :g AND j.source1 = x1.rule_id AND j.source2 = x2.rule_id WHERE x1.run = :run AND x1.iteration = :it
+"JoinInputs" j ON j."group" = :g AND j.pair = x1.rule_id * 4294967296 + x2.rule_id WHERE x1.run = :run AND x1.iteration = :it
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from sqlalchemy.sql import Select
 from catalog import defaults
 from catalog.sqlops import compare
 from catalog.syntax import ORDERED
-from catalog.tables import (FILTER_DATA, FILTER_INPUT, FILTER_RULES, MATERIALIZED, NEW_RULES,
+from catalog.tables import (FILTER_DATA, FILTER_INPUT, FILTER_RULES, MATERIALIZED, NEW_RULES, PAIR_SHIFT,
                             RESULT_OBJECTS, RULE_DEPENDENCIES, RULE_GROUPS)
 
 RO, MAT, FD, RD = RESULT_OBJECTS, MATERIALIZED, FILTER_DATA, RULE_DEPENDENCIES
@@ -169,7 +169,7 @@ class Filter:
             parts.append(f'"FilterData" f{q} ON f{q}.property = :prop{q} AND f{q}.value = {value}')
             partner = f"f{q}.uri_reference"
         parts.append(f'"Materialized" x{q} ON x{q}.uri_reference = {partner}')
-        parts.append(f'"JoinInputs" j ON j."group" = :g AND j.source{p} = x{p}.rule_id AND j.source{q} = x{q}.rule_id')
+        parts.append(f'"JoinInputs" j ON j."group" = :g AND j.pair = x1.rule_id * {PAIR_SHIFT} + x2.rule_id')
         sql = (f"SELECT j.rule_id AS rule_id, x{group['register_param']}.uri_reference AS uri_reference FROM "
                + join.join(parts) + f" WHERE x{p}.run = :run AND x{p}.iteration = :it")
         # Named by parameter, not by role: both directions of one group go into one UNION.

@@ -30,7 +30,7 @@ from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.engine import Connection
 
 from catalog.decompose import Interner, Template, Trigger
-from catalog.tables import ATOMIC_RULES, FILTER_RULES, INPUT_GROUPS, JOIN_INPUTS, MATERIALIZED, RULE_DEPENDENCIES, RULE_GROUPS, RULE_USES
+from catalog.tables import ATOMIC_RULES, FILTER_RULES, INPUT_GROUPS, JOIN_INPUTS, MATERIALIZED, PAIR_SHIFT, RULE_DEPENDENCIES, RULE_GROUPS, RULE_USES
 from catalog.values import constant_text
 
 
@@ -93,7 +93,8 @@ class RuleBase(Interner):
         if new:
             self.rows["deps"] += [{"source": rule1, "target": rule, "param": 1, "group": group},
                                   {"source": rule2, "target": rule, "param": 2, "group": group}]
-            self.rows["inputs"].append({"rule_id": rule, "group": group, "source1": rule1, "source2": rule2})
+            self.rows["inputs"].append({"rule_id": rule, "group": group, "source1": rule1, "source2": rule2,
+                                        "pair": rule1 * PAIR_SHIFT + rule2})
             for source in (rule1, rule2):
                 if (source, group) not in self.inputs:
                     self.inputs.add((source, group))

@@ -20,7 +20,7 @@ subscription's dependency trees: the reference count that removes unused atomic 
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text
 
 from catalog.decompose import TABLES
 
@@ -55,9 +55,15 @@ JOIN_INPUTS = Table(
     "JoinInputs", METADATA,
     Column("rule_id", Integer, primary_key=True, autoincrement=False), Column("group", Integer, nullable=False),
     Column("source1", Integer, nullable=False), Column("source2", Integer, nullable=False),
-    Index("ji_pair", "group", "source1", "source2"))
+    Column("pair", BigInteger, nullable=False), Index("ji_pair", "group", "pair"))
 """``RuleDependencies`` again, one row per join rule with both inputs: the join phase finds the
-rule joining two given results with one index probe, however many rules share one input."""
+rule joining two given results with one index probe, however many rules share one input.
+``pair`` is ``source1 * 2**32 + source2``: one indexed value, so that no planner probes by the
+first input alone (PostgreSQL did, estimating one row, and a popular first input matched every
+rule of the group)."""
+
+PAIR_SHIFT = 2 ** 32
+"""``JoinInputs.pair = source1 * PAIR_SHIFT + source2`` (rule ids stay below 2**31)."""
 
 INPUT_GROUPS = Table(
     "InputGroups", METADATA,
