@@ -38,6 +38,18 @@ SPARK_MASTER = os.environ.get("ONYX_SPARK_MASTER", "local[2]")
 SPARK_DRIVER_MEMORY = os.environ.get("ONYX_SPARK_DRIVER_MEMORY", "2g")
 """Driver memory of the local Spark application (ONYX_SPARK_DRIVER_MEMORY)."""
 
+POSTGRES_BIN_DIR = os.environ.get("ONYX_POSTGRES_BIN") or None
+"""Folder with PostgreSQL's ``initdb`` and ``postgres`` for the local server of the tests and
+benchmarks (ONYX_POSTGRES_BIN); unset: found on PATH, else under ``/usr/lib/postgresql/<n>/bin``
+(Debian's package ``postgresql-15``)."""
+
+POSTGRES_OS_USER = os.environ.get("ONYX_POSTGRES_OS_USER", "postgres")
+"""Unprivileged system user the local PostgreSQL server runs as when Onyx runs as root, which
+PostgreSQL refuses (ONYX_POSTGRES_OS_USER); ``nobody`` if this user does not exist."""
+
+POSTGRES_START_TIMEOUT_S = float(os.environ.get("ONYX_POSTGRES_START_TIMEOUT", "60"))
+"""How long to wait for the local PostgreSQL server to accept connections (ONYX_POSTGRES_START_TIMEOUT)."""
+
 DATABASE_URL = os.environ.get("ONYX_DATABASE_URL", f"sqlite:///{RUN_DIR / 'onyx.db'}")
 """Where the registration service keeps sources and profiles (ONYX_DATABASE_URL):
 a SQLite file by default, or ``postgresql+psycopg://user:pass@host/db``."""

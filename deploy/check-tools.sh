@@ -19,4 +19,10 @@ else
 fi
 command -v mvn >/dev/null 2>&1 || say "Maven (mvn) not found: install Maven 3.8 or newer to fetch the Kafka and Spark jars"
 command -v "${CC:-cc}" >/dev/null 2>&1 || say "no C compiler (${CC:-cc}) found: install gcc, which builds yfilter's native matcher"
+# The catalog's tests run on a real PostgreSQL server they start themselves (broker/local/pgserver.py).
+pg_found=0
+if [ -n "${ONYX_POSTGRES_BIN:-}" ] && [ -x "$ONYX_POSTGRES_BIN/initdb" ] && [ -x "$ONYX_POSTGRES_BIN/postgres" ]; then pg_found=1; fi
+if command -v initdb >/dev/null 2>&1 && command -v postgres >/dev/null 2>&1; then pg_found=1; fi
+for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && [ -x "$d/postgres" ] && pg_found=1; done
+[ "$pg_found" = 1 ] || say "PostgreSQL server binaries (initdb, postgres) not found: install Debian's package postgresql-15 (apt-get install postgresql-15), or set ONYX_POSTGRES_BIN to their folder"
 exit $fail

@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one real Kafka broker and one real SparkSession per test run."""
+"""Session-wide fixtures: one real Kafka broker, one real SparkSession and one real PostgreSQL
+server per test run."""
 
 from __future__ import annotations
 
@@ -19,6 +20,18 @@ def kafka():
     cluster.start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server on loopback (Debian's postgresql-15 binaries), stopped when the
+    session ends; ``postgres.create_database(name)`` gives a fresh database's URL."""
+    from broker.local.pgserver import PostgresDevServer
+
+    server = PostgresDevServer()
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

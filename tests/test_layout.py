@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-PACKAGES = ["yfilter", "routing", "partitioning", "formats", "archive", "cache", "broker"]
+PACKAGES = ["yfilter", "routing", "partitioning", "formats", "archive", "cache", "catalog", "broker"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -16,7 +16,7 @@ def test_package_imports_and_has_a_docstring(name):
     assert len(doc.split()) >= 15, f"{name} needs a one-paragraph docstring saying what lives there"
 
 
-@pytest.mark.parametrize("name", ["yfilter", "formats", "archive", "cache"])
+@pytest.mark.parametrize("name", ["yfilter", "formats", "archive", "cache", "catalog"])
 def test_engine_layers_never_import_spark_or_kafka(name):
     code = (
         f"import sys, pkgutil, importlib, {name}\n"
