@@ -205,6 +205,22 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     return tt.active(url, _time(args.at), _say)
 
 
+def _cmd_query(args: argparse.Namespace) -> int:
+    from broker import query_client
+
+    start = None if args.start is None else _time(args.start)
+    end = None if args.end is None else _time(args.end)
+    query_client.query(_api_url(args), args.source, args.xpath, _say, start=start, end=end, show=args.show,
+                       as_json=args.json)
+    return 0
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from broker import query_client
+
+    return query_client.show_cache(_api_url(args), _say)
+
+
 def _cmd_backfill(args: argparse.Namespace) -> int:
     from broker import time_travel_client as tt
 
@@ -430,6 +446,38 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the profile's token (default $ONYX_PROFILE_TOKEN)")
     backfill.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
     backfill.set_defaults(func=_cmd_backfill)
+
+    query = sub.add_parser("query", help="ad-hoc query over a source's recent messages, through the semantic cache",
+                           description="Ask the query service for the messages of SOURCE archived between --from "
+                           "and --to that have an element XPATH selects: XPATH is an element path and one predicate "
+                           "over that element (comparisons with literals, contains(), existence, and/or/not()). "
+                           "The service answers what earlier queries already fetched from its semantic cache and "
+                           "asks the archive only for the rest (the remainder), which it keeps for the next "
+                           "queries. Prints a line per message (id, 'cache' or 'source', the XML on one line; "
+                           "--show: whole), then 'N items: K from the cache, M from the source; remainder: ...'. "
+                           "The window ends at the archive's settled time at the latest (the last time no message "
+                           "can still be archived at), and lasts an hour by default. " + times,
+                           epilog="examples:\n  onyx query news \"/nitf/head/pubdata[@edition.area = 'SF']\" "
+                           "--from -10m\n  onyx query news \"/nitf/head/pubdata[@edition.area = 'SF' and "
+                           "@position.sequence <= 3]\" --from -10m   # narrowed: from the cache\n  onyx cache",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    query.add_argument("source", help="the source id, e.g. news")
+    query.add_argument("xpath", help="an element path and one predicate, e.g. "
+                       "\"/nitf/head/pubdata[@edition.area = 'SF']\"")
+    query.add_argument("--from", dest="start", default=None, metavar="TIME",
+                       help="the window's start (default: an hour before its end)")
+    query.add_argument("--to", dest="end", default=None, metavar="TIME",
+                       help="the window's end (default, and at most: the archive's settled time)")
+    query.add_argument("--show", action="store_true", help="print each message's whole XML")
+    query.add_argument("--json", action="store_true", help="print the service's JSON lines as they come")
+    query.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
+    query.set_defaults(func=_cmd_query)
+
+    cache = sub.add_parser("cache", help="the query service's semantic cache: statistics and regions",
+                           description="Print GET /cache: one line of statistics, then per source its counters "
+                           "and its regions (concept[condition], items, bytes, window, last use).")
+    cache.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
+    cache.set_defaults(func=_cmd_cache)
 
     kafka = sub.add_parser("kafka", help="run a local single-node Kafka broker (KRaft) until Ctrl-C")
     kafka.add_argument("--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cache import defaults as cache_defaults
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -186,3 +188,18 @@ BACKFILL_TIMEOUT_S = float(os.environ.get("ONYX_BACKFILL_TIMEOUT", "60"))
 BACKFILL_LOOKBACK_MS = 10 * 60 * 1000
 """A backfill reads the root brokers' state logs from this long before the profile's version
 was registered (or before now, when the archive does not know that time yet)."""
+
+QUERY_CACHE_BYTES = int(os.environ.get("ONYX_QUERY_CACHE_BYTES", str(cache_defaults.CAPACITY_BYTES)))
+"""Capacity of the query service's semantic cache of each source (ONYX_QUERY_CACHE_BYTES):
+its regions' items and descriptions, replaced LRU past it (``POST /queries``, :mod:`cache`)."""
+
+QUERY_CACHE_MAX_AGE_S = float(os.environ.get("ONYX_QUERY_CACHE_MAX_AGE", str(cache_defaults.MAX_AGE_SECONDS)))
+"""A cached region collected longer ago than this is dropped (ONYX_QUERY_CACHE_MAX_AGE, seconds): it
+would miss a message retracted since."""
+
+QUERY_CACHE_MAX_IDLE_S = float(os.environ.get("ONYX_QUERY_CACHE_MAX_IDLE", str(cache_defaults.MAX_IDLE_SECONDS)))
+"""A cached region not used for longer than this is dropped (ONYX_QUERY_CACHE_MAX_IDLE, seconds)."""
+
+QUERY_WINDOW_MS = int(os.environ.get("ONYX_QUERY_WINDOW_MS", str(3_600_000)))
+"""The window of a query that names no start (ONYX_QUERY_WINDOW_MS): this long, ending at its end
+(by default the last settled archive time), an hour."""

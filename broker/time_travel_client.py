@@ -63,15 +63,20 @@ def is_profile_id(text: str) -> bool:
     return bool(_PROFILE_ID.match(text))
 
 
-def stream_replay(api_url: str, body: dict, timeout: float = 600.0) -> Iterator[dict]:
-    """The JSON lines ``POST /replay`` answers, as they come."""
-    req = urllib.request.Request(f"{api_url}/replay", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"}, method="POST")
-    with answered("POST", f"{api_url}/replay", timeout):
+def stream_lines(url: str, body: dict, timeout: float = 600.0) -> Iterator[dict]:
+    """The JSON lines a streaming operation (``POST /replay``, ``POST /queries``) answers
+    ``body`` with, as they come; its refusals as :class:`broker.clients.ApiError`."""
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST")
+    with answered("POST", url, timeout):
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             for line in resp:
                 if line.strip():
                     yield json.loads(line)
+
+
+def stream_replay(api_url: str, body: dict, timeout: float = 600.0) -> Iterator[dict]:
+    """The JSON lines ``POST /replay`` answers, as they come."""
+    return stream_lines(f"{api_url}/replay", body, timeout)
 
 
 def replay(api_url: str, profile: str, start: int, end: int, say: Say, *, source: str | None = None,

@@ -12,8 +12,10 @@ library: it never imports Spark, Kafka or ``broker``.
 
 from cache.condition import Condition, match_type
 from cache.errors import CacheError
+from cache.query_text import split_query
 from cache.regions import RegionInfo
 from cache.semantic_cache import Lookup, QueryResult, SemanticCache
 from cache.window import Window
 
-__all__ = ["Condition", "SemanticCache", "match_type", "CacheError", "Lookup", "QueryResult", "RegionInfo", "Window"]
+__all__ = ["Condition", "SemanticCache", "match_type", "CacheError", "Lookup", "QueryResult", "RegionInfo", "Window",
+           "split_query"]

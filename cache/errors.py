@@ -22,6 +22,21 @@ class ConditionError(CacheError):
         super().__init__(message if column is None else f"{message} at column {column}")
         self.construct, self.column = construct, column
 
+    def shifted(self, by: int) -> "ConditionError":
+        """The same error, of the same class, in a longer text where the condition starts
+        ``by`` characters further on (its column, in the message too, moved by ``by``).
+
+        >>> ConditionSyntaxError("unexpected ']'", 3).shifted(10).column
+        13
+        """
+        if self.column is None:
+            return self
+        out = type(self).__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out.column = self.column + by
+        out.args = (f"{str(self).rsplit(' at column ', 1)[0]} at column {out.column}",)
+        return out
+
 
 class ConditionSyntaxError(ConditionError):
     """A condition that is not XPath predicate text of the profile language."""

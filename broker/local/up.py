@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Callable
 
 from broker import config
+from broker.clients import ApiError, api
 from broker.errors import SetupError
 from broker.local.cluster import LocalOverlay, OverlaySettings
+from broker.query_client import cache_line
 from routing.overlay import Overlay
 
 CLUSTER_FILE = config.RUN_DIR / "cluster.json"
@@ -240,4 +242,8 @@ def status(say: Say) -> int:
     if archive is not None:
         say(f"archive writer: {'running (pid ' + str(archive['pid']) + ')' if archive['running'] else 'STOPPED'}; "
             f"archive in {archive['directory']}")
+    try:
+        say(cache_line(api("GET", f"{info['api_url']}/cache")))
+    except ApiError as exc:
+        say(f"query cache: unknown ({exc})")
     return 0

@@ -14,6 +14,7 @@ from broker import config
 from broker.registry.app import create_app
 from broker.registry.control_packets import KafkaSender
 from broker.registry.limits import RateLimiter
+from broker.registry.queries import add_queries
 from broker.registry.recovery import announced, recover
 from broker.registry.store import Store
 from broker.registry.time_travel import add_time_travel
@@ -48,6 +49,7 @@ def build_app(settings: ServiceSettings):
     app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin,
                      RateLimiter(settings.registration_rate, settings.registration_burst))
     add_time_travel(app, store, settings.overlay, settings.archive_dir, settings.bootstrap_servers)
+    add_queries(app, store, settings.overlay, settings.archive_dir)
     app.router.on_shutdown.extend([sender.close, admin.close])
     return app
 

@@ -47,7 +47,7 @@ from yfilter import validate
 NDJSON = "application/x-ndjson"
 MAX_TIME = 2**53 - 1  # milliseconds: the largest integer every JSON reader keeps exact
 MAX_LISTED = 10_000  # messages or profiles in one answer
-_NO_ARCHIVE = ("the archive is not running: start the overlay with it (`onyx up`, the default; not --no-archive), "
+NO_ARCHIVE = ("the archive is not running: start the overlay with it (`onyx up`, the default; not --no-archive), "
                "or give the service ONYX_ARCHIVE_DIR")
 
 
@@ -149,7 +149,8 @@ def _view(rec) -> ArchivedView:
                         time=rec.time)
 
 
-def _line(obj: dict[str, Any]) -> bytes:
+def json_line(obj: dict[str, Any]) -> bytes:
+    """One line of a streamed answer (:data:`NDJSON`)."""
     return (json.dumps(obj) + "\n").encode()
 
 
@@ -167,7 +168,7 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
 
     def opened() -> Path:
         if archive_dir is None:
-            raise HTTPException(503, _NO_ARCHIVE)
+            raise HTTPException(503, NO_ARCHIVE)
         return archive_dir
 
     def profile_text(s: Snapshot, profile_id: str, at: int) -> str:
@@ -182,7 +183,7 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
             raise HTTPException(404, f"no profile {profile_id!r} (registered now or archived)")
         return text
 
-    unavailable = {503: f"{_NO_ARCHIVE} (or the database failed)"}
+    unavailable = {503: f"{NO_ARCHIVE} (or the database failed)"}
 
     @app.post("/replay", summary="What a profile would have matched in a time window", operation_id="replay",
               response_class=StreamingResponse,
@@ -216,15 +217,15 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
 
             matched = 0
             with snapshot(root) as s:
-                yield _line({"progress": {"done": 0, "total": None}})
+                yield json_line({"progress": {"done": 0, "total": None}})
                 for r in s.archive.replay(text, body.start, body.end, source=body.source, progress=progress):
                     matched += 1
-                    yield _line({"match": _match(r)})
+                    yield json_line({"match": _match(r)})
                     if time.monotonic() - state["said"] > 0.5:
                         state["said"] = time.monotonic()
-                        yield _line({"progress": {"done": state["done"], "total": state["total"]}})
-            yield _line({"progress": {"done": state["done"], "total": state["total"]}})
-            yield _line({"done": {"matched": matched, "candidates": state["total"],
+                        yield json_line({"progress": {"done": state["done"], "total": state["total"]}})
+            yield json_line({"progress": {"done": state["done"], "total": state["total"]}})
+            yield json_line({"done": {"matched": matched, "candidates": state["total"],
                                   "indexed": bool(indexable(text))}})
 
         return StreamingResponse(lines(), media_type=NDJSON)

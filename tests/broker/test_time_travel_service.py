@@ -26,7 +26,7 @@ class Sender:
         self.sent.append((topic, packet))
 
 
-def _source_rows(docs, partition=0, start=0, t0=T0):
+def source_rows(docs, partition=0, start=0, t0=T0):
     return [{"topic": "onyx.src.news", "partition": partition, "offset": start + i, "ts_ms": t0 + 1000 * i,
              "key": None, "value": d, "headers": [{"key": "onyx-message-id", "value": f"m{start + i}".encode()}]}
             for i, d in enumerate(docs)]
@@ -44,7 +44,7 @@ def world(tmp_path):
     gen = DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=2, seed=41)
     docs = [gen.generate() for _ in range(120)]
     root = tmp_path / "archive"
-    archive_rows(root, _source_rows(docs))
+    archive_rows(root, source_rows(docs))
     sender = Sender()
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
     app = create_app(store, builtin(), sender)
