@@ -100,7 +100,7 @@ _TOPIC_SCHEMA = {
 }
 
 
-def _whole(value: Any) -> Any:
+def whole_number(value: Any) -> Any:
     """A JSON number without a fraction as an int (JSON Schema's integer includes 1.0)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
@@ -108,15 +108,16 @@ def _whole(value: Any) -> Any:
 # Numbers as JSON Schema has them: a JSON number and nothing else (no "1", no true),
 # finite; an integer may be written 1.0.
 JsonFloat = Annotated[float, Strict(), AllowInfNan(False)]
-JsonInt = Annotated[int, Strict()]  # with a "before" validator calling _whole
+JsonInt = Annotated[int, Strict()]  # with a "before" validator calling whole_number
 
 
 class Error(BaseModel):
     """Every error answer of the service (and every refused item of a batch)."""
 
     detail: str = Field(description="what went wrong, and what to do about it")
-    column: int | None = Field(None, description="for a profile the parser refuses: the 1-based column in its "
-                               "text where the offending construct starts")
+    column: int | None = Field(None, description="for a profile the parser refuses (or a query the query service's "
+                               "cache cannot reason about): the 1-based column in its text where the offending "
+                               "construct starts")
 
 
 class SourceIn(BaseModel):
@@ -130,7 +131,7 @@ class SourceIn(BaseModel):
     @field_validator("size", mode="before")
     @classmethod
     def _whole_size(cls, v: Any) -> Any:
-        return _whole(v)
+        return whole_number(v)
 
 
 class SourceOut(BaseModel):

@@ -36,11 +36,11 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from archive.snapshot import snapshot
 from broker import config
-from broker.registry.app import MAX_PROFILE_CHARS, Error, error_responses
+from broker.registry.app import MAX_PROFILE_CHARS, Error, JsonInt, error_responses, whole_number
 from broker.registry.store import Store
 from broker.registry.time_travel import MAX_TIME, NDJSON, NO_ARCHIVE, json_line
 from cache import CacheError, Condition, QueryResult, RegionInfo, SemanticCache, Window, split_query
@@ -62,12 +62,17 @@ class QueryIn(BaseModel):
                                    "(no positions, starts-with(), // or * inside the predicate); without a predicate, "
                                    "every message with such an element",
                        json_schema_extra={"format": "onyx-query"})
-    start: int | None = Field(None, alias="from", ge=0, le=MAX_TIME,
+    start: JsonInt | None = Field(None, alias="from", ge=0, le=MAX_TIME,
                               description="the window's first millisecond (archive time, inclusive; default: "
                                           f"{config.QUERY_WINDOW_MS:,} ms before its end)")
-    end: int | None = Field(None, alias="to", ge=0, le=MAX_TIME,
+    end: JsonInt | None = Field(None, alias="to", ge=0, le=MAX_TIME,
                             description="the window's last millisecond (inclusive; default, and at most: the "
                                         "archive's settled time, the last one no message can still be archived at)")
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _whole(cls, v: Any) -> Any:
+        return whole_number(v)
 
 
 class RegionView(BaseModel):

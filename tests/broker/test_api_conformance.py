@@ -29,6 +29,7 @@ from broker.local.devcluster import KafkaDevCluster, free_port
 from broker.registry.control_packets import source_dictionary
 from broker.registry.serve import BackgroundServer, ServiceSettings
 from broker.registry.store import SourceRecord
+from cache import split_query
 from routing.overlay import builtin
 from tests.broker.conformance import hooks
 from yfilter import validate
@@ -104,6 +105,12 @@ def test_the_running_service_conforms_to_its_openapi_description_at_length(servi
 @given(hooks.PROFILES)
 def test_the_generated_profile_texts_are_profiles(text):
     validate(text)  # what the description's onyx-profile format promises the positive cases
+
+
+@settings(max_examples=300, deadline=None)
+@given(hooks.QUERIES)
+def test_the_generated_queries_are_ones_the_cache_takes(text):
+    split_query(text)  # what the description's onyx-query format promises the positive cases
 
 
 @settings(max_examples=100, deadline=None)

@@ -2,7 +2,8 @@
 Kafka of their own, the registration service over HTTP. Replay over a window equals the
 centralized engine over the messages published in it; a backfilled subscriber gets every
 match exactly once after de-duplication by message id, with messages flowing across the
-seam; profile history and "who received M" follow the profile log."""
+seam; profile history and "who received M" follow the profile log; ``onyx query`` over a
+window equals the engine too, and asked again comes wholly from the semantic cache."""
 
 from __future__ import annotations
 
@@ -177,3 +178,31 @@ def test_profile_history_and_who_received_a_message(cluster):
     assert a["profile_id"] in got["profiles"]
     active = api("GET", f"{cluster.api_url}/archive/profiles?at={versions[0]['from']}")
     assert {"profile_id": a["profile_id"], "text": "/nitf/head/title"} in active["profiles"]
+
+
+def test_onyx_query_equals_the_engine_over_the_window_and_the_second_time_comes_from_the_cache(cluster, capsys):
+    text = "/nitf/head/pubdata[@edition.area = 'SF']"
+    docs = _docs(1500, 60)
+    stamps = _publish(cluster.bootstrap_servers, docs, "q", rate=300.0)   # a few ms apart
+    time.sleep(0.05)
+    stamps.update(_publish(cluster.bootstrap_servers, [docs[0]], "q-after"))  # archived later: the window settles
+    _archived(cluster, stamps)
+    times = [stamps[f"q-{i}"] for i in range(60)]
+    lo, hi = times[5], times[54]
+    assert stamps["q-after-0"] > hi > lo
+    engine = Engine()
+    engine.add("p", text)
+    want = {f"q-{i}" for i, t in enumerate(times) if lo <= t <= hi and engine.match(docs[i])}
+    argv = ["query", "news", text, "--from", str(lo), "--to", str(hi), "--api", cluster.api_url]
+    runs = []
+    for _ in range(2):
+        assert cli.main(argv) == 0
+        out = capsys.readouterr().out.splitlines()
+        with capsys.disabled():
+            print(f"\n$ onyx query news \"{text}\" --from {lo} --to {hi}\n{out[-1]}")   # shown with -s
+        assert {line.split()[0] for line in out[:-1]} == want and len(out) == len(want) + 1
+        runs.append(out[-1])
+    assert want and runs[0].startswith(f"{len(want)} items: 0 from the cache, {len(want)} from the source;")
+    assert runs[1].startswith(f"{len(want)} items: {len(want)} from the cache, 0 from the source; remainder: none")
+    (news,) = api("GET", f"{cluster.api_url}/cache")["sources"]
+    assert news["stats"]["queries"] == 2 and news["stats"]["items_from_cache"] == len(want)

@@ -1,7 +1,8 @@
 """Schemathesis hooks for the registration service (loaded by ``schemathesis.toml``).
 
 * Values for the description's custom string formats, grammars JSON Schema cannot state:
-  ``onyx-profile`` (a profile's text: an XPath filter or a FLWR query) and
+  ``onyx-profile`` (a profile's text: an XPath filter or a FLWR query),
+  ``onyx-query`` (an ad-hoc query: an element path and one predicate) and
   ``onyx-schema`` (a source's DTD or XML Schema). With them the requests the description
   calls valid are ones the service must accept, so the positive checks hold it to its
   word; the parsers' refusals are exercised by the negative cases and the unit tests.
@@ -37,6 +38,22 @@ _query = st.builds(lambda path, name: f"for $n in $msg{path} return <r>{{$n/{nam
 PROFILES = st.one_of(_filter, _query)
 """Texts ``yfilter.validate`` accepts (``tests/broker/test_api_conformance.py`` checks a sample)."""
 
+_column = st.one_of(st.builds("@{}".format, _name), _name, st.just("."))
+_literal = st.one_of(st.builds("'{}'".format, _value), st.integers(-1000, 1000).map(str))
+_selection = st.one_of(
+    st.builds("{} {} {}".format, _column, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), _literal),
+    st.builds("contains({}, '{}')".format, _column, _value),
+    _column,
+)
+_condition = st.recursive(_selection, lambda inner: st.one_of(
+    st.builds("{} and {}".format, inner, inner), st.builds("({} or {})".format, inner, inner),
+    st.builds("not({})".format, inner)), max_leaves=4)
+QUERIES = st.builds(lambda path, condition: f"{path}[{condition}]" if condition else path,
+                    st.sampled_from(["/nitf", "/nitf/head", "/nitf/head/pubdata", "$msg/nitf/body/p"]),
+                    st.one_of(st.just(""), _condition))
+"""Queries of ``POST /queries`` (an element path and one predicate) ``cache.split_query``
+accepts (``tests/broker/test_api_conformance.py`` checks a sample)."""
+
 _element = st.builds("<!ELEMENT {} (#PCDATA)>".format, _name)
 _declaration = st.one_of(_element, st.builds("<!ATTLIST {} {} CDATA #IMPLIED>".format, _name, _name))
 SCHEMAS = st.builds(lambda first, rest: " ".join([first, *rest]), _element, st.lists(_declaration, max_size=4))
@@ -44,6 +61,7 @@ SCHEMAS = st.builds(lambda first, rest: " ".join([first, *rest]), _element, st.l
 
 schemathesis.openapi.format("onyx-profile", PROFILES)
 schemathesis.openapi.format("onyx-schema", SCHEMAS)
+schemathesis.openapi.format("onyx-query", QUERIES)
 
 ADMIN_TOKEN_ENV = "ONYX_CONFORMANCE_ADMIN_TOKEN"
 
