@@ -121,12 +121,11 @@ def test_the_default_window_is_the_last_hour_up_to_the_settled_time(world):
     assert done["items"] == 0                        # an empty window
 
 
-def _status(url, body) -> tuple[int, dict]:
-    try:
+def _refused(url, body) -> int:
+    """The status ``POST /queries`` refuses ``body`` with."""
+    with pytest.raises(ApiError) as refused:
         api("POST", f"{url}/queries", body)
-    except ApiError as exc:
-        return int(str(exc).split("HTTP ")[1][:3]), {}
-    raise AssertionError("accepted")
+    return int(str(refused.value).split("HTTP ")[1][:3])
 
 
 def test_refusals(world, tmp_path, serve):
@@ -137,12 +136,13 @@ def test_refusals(world, tmp_path, serve):
         urllib.request.urlopen(req, timeout=30)
     error = json.loads(refused.value.read())
     assert refused.value.code == 400 and error["column"] == 7 and "position()" in error["detail"]
-    assert _status(url, {"source": "nope", "query": SF})[0] == 404
-    assert _status(url, {"source": "news"})[0] == 422
-    assert _status(url, {"source": "news", "query": "/nitf[@a", "from": -1})[0] == 422
+    assert _refused(url, {"source": "nope", "query": SF}) == 404
+    assert _refused(url, {"source": "news"}) == 422
+    assert _refused(url, {"source": "news", "query": "/nitf[@a", "from": -1}) == 422
+    assert _refused(url, {"source": "news", "query": SF, "to": False}) == 422          # a JSON integer, not a boolean
     (tmp_path / "other").mkdir()
     no_archive = serve(_app(tmp_path / "other", None))
-    assert _status(no_archive, {"source": "news", "query": SF})[0] == 503
+    assert _refused(no_archive, {"source": "news", "query": SF}) == 503
     assert api("GET", f"{no_archive}/cache")["sources"] == []
 
 

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = ["cache", "cache.defaults", "cache.errors", "cache.strings", "cache.numbers", "cache.values", "cache.atoms",
            "cache.conjunct", "cache.match", "cache.parse", "cache.condition", "cache.window", "cache.concept",
-           "cache.evaluate", "cache.regions", "cache.lookup", "cache.semantic_cache", "cache.archive_source"]
+           "cache.evaluate", "cache.regions", "cache.lookup", "cache.semantic_cache", "cache.archive_source",
+           "cache.query_text"]
 
 
 @pytest.mark.parametrize("name", MODULES)
