@@ -13,6 +13,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from broker import config
@@ -35,7 +36,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the query's checkpoint folder (default $ONYX_CHECKPOINT_DIR)")
     parser.add_argument("--trigger", default=config.ARCHIVE_TRIGGER,
                         help=f"micro-batch interval (default {config.ARCHIVE_TRIGGER!r})")
+    parser.add_argument("--stop-with-stdin", action="store_true",
+                        help="stop (between batches, as on SIGTERM) when standard input closes: the process that "
+                             "started the writer with a pipe there died (`onyx up` uses it, so that a killed overlay "
+                             "leaves no writer behind)")
     return parser
+
+
+def _stop_when_stdin_closes(stop) -> None:
+    """Call ``stop`` once standard input reaches its end, from a daemon thread: the
+    write end of the pipe closes with the process holding it, however it ended."""
+    def wait() -> None:
+        while sys.stdin.buffer.read(4096):
+            pass
+        stop()
+    threading.Thread(target=wait, name="onyx-stdin-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (`onyx down`, Kubernetes) stops the query between batches: what a batch
     # archived is flushed, the checkpoint says so.
     signal.signal(signal.SIGTERM, lambda *_: query.stop())
+    if args.stop_with_stdin:
+        _stop_when_stdin_closes(query.stop)
     query.awaitTermination()
     spark.stop()
     return 0

@@ -132,8 +132,11 @@ class LocalOverlay:
         self.archive_writer = subprocess.Popen(
             [sys.executable, "-m", "broker.archive_job", "--bootstrap-servers", self.bootstrap_servers,
              "--directory", str(self.archive_dir), "--checkpoint", str(self.dir / "archive-checkpoint"),
-             "--trigger", config.ARCHIVE_TRIGGER],
-            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+             "--trigger", config.ARCHIVE_TRIGGER, "--stop-with-stdin"],
+            # The pipe on its stdin closes when this process ends, SIGKILL included, and
+            # the writer stops then: a killed overlay leaves no writer behind to race the
+            # next one's for the archive.
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
             preexec_fn=lambda: os.nice(config.ARCHIVE_NICE))
         log.close()
 
@@ -149,6 +152,7 @@ class LocalOverlay:
         if w is not None and w.poll() is not None:
             out.append(f"the archive writer had stopped (exit code {w.returncode}; its log: "
                        f"{self.dir / 'archive-writer.log'})")
+            w.stdin.close()
             self._start_archive_writer()
         return out
 
@@ -220,6 +224,7 @@ class LocalOverlay:
 
     def stop(self) -> None:
         if self.archive_writer is not None:
+            self.archive_writer.stdin.close()
             self.archive_writer.terminate()
             try:
                 self.archive_writer.wait(30)

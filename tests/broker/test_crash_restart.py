@@ -5,8 +5,9 @@ state logs); in the end every subscriber has every delivery the centralized engi
 it should (``yfilter.Engine`` over all profiles, message by message): 0 lost, 0 wrong.
 Duplicates are allowed (at-least-once: a batch under way when the process died is
 processed again) and de-duplicable by ``onyx-message-id``. Kafka is the test's own and
-stays up (``onyx up --bootstrap-servers``). The default run makes 2 kill/restart cycles (40 messages/s);
-``-m slow`` runs the 20-cycle variant."""
+stays up (``onyx up --bootstrap-servers``). Afterwards nothing the killed processes started
+is left running (the archive writer stops when its parent dies). The default run makes 2
+kill/restart cycles (40 messages/s); ``-m slow`` runs the 20-cycle variant."""
 
 import json
 import os
@@ -86,8 +87,28 @@ def converge(info, api_url, subscriber_token, topic) -> None:
         api("DELETE", f"{api_url}/profiles/{pid}", token=token)
 
 
+def survivors(marker: str, wait: float = 90.0) -> list[str]:
+    """The command lines of processes still running with ``marker`` in them, once they
+    had ``wait`` seconds to go."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError):
+                continue
+            if entry.isdigit() and int(entry) != os.getpid() and marker in cmd:
+                found.append(f"{entry}: {cmd[:200]}")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
+
+
 def crash_cycles(tmp_path, cycles: int, seed: int = 7) -> dict:
     rng = random.Random(seed)
+    result: dict = {}
     kafka = KafkaDevCluster(name="crash", run_dir=tmp_path).start()
     env = {**os.environ, "ONYX_RUN_DIR": str(tmp_path / "run"), "PYTHONUNBUFFERED": "1"}
     info = start(env, kafka.bootstrap_servers)
@@ -125,13 +146,15 @@ def crash_cycles(tmp_path, cycles: int, seed: int = 7) -> dict:
             time.sleep(1)
         tail.close()
         got = set(received)
-        return {"cycles": cycles, "messages": len(sent), "expected": len(expected), "received": len(received),
-                "lost": sorted(expected - got)[:10], "lost_count": len(expected - got),
-                "wrong": sorted(got - expected)[:10], "wrong_count": len(got - expected),
-                "duplicates": len(received) - len(got)}
+        result.update({"cycles": cycles, "messages": len(sent), "expected": len(expected),
+                       "received": len(received), "lost": sorted(expected - got)[:10],
+                       "lost_count": len(expected - got), "wrong": sorted(got - expected)[:10],
+                       "wrong_count": len(got - expected), "duplicates": len(received) - len(got)})
+        return result
     finally:
         subprocess.run([sys.executable, "-m", "broker.cli", "down"], env=env, capture_output=True, timeout=200)
         kafka.stop()
+        result["left_running"] = survivors(str(tmp_path / "run"))
 
 
 def _check(result: dict) -> None:
@@ -139,6 +162,7 @@ def _check(result: dict) -> None:
     assert result["messages"] == MESSAGES
     assert result["lost_count"] == 0, result
     assert result["wrong_count"] == 0, result
+    assert result["left_running"] == [], result
     assert result["expected"] > 1000  # the stream really exercised the profiles
 
 
