@@ -39,3 +39,8 @@ longer literal is verified by a scan instead)."""
 
 VERSION_BITS = 20
 """Archive model: a message's triples take versions ``seq << VERSION_BITS | i``."""
+
+WRITER_CHUNK = 500
+"""Archive writer: records archived (and flushed) per hold of a partition's lock; readers
+wait for at most one chunk, not for a whole micro-batch (a writer catching up on a
+backlog takes minutes over one)."""

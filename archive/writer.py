@@ -12,7 +12,8 @@ imports PySpark.
 Each micro-batch is archived by ``foreachPartition`` on the executors: the Kafka source
 gives one Spark partition per Kafka partition, so writers scale with the topics'
 partitions, and each archives its partition's records in offset order under a lock on
-that partition's folder, then flushes. A batch that Spark runs again after a failure is
+that partition's folder, flushing and letting readers in every
+:data:`~archive.defaults.WRITER_CHUNK` records. A batch that Spark runs again after a failure is
 harmless: offsets already archived are skipped.
 
 >>> start(spark, "127.0.0.1:9092", "/data/archive", "/data/ckpt")   # doctest: +SKIP
@@ -25,6 +26,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+from archive import defaults
 from archive.locks import locked
 from archive.partition import PartitionArchive
 from archive.profiles import ProfileHistory
@@ -52,9 +54,10 @@ def source_of(topic: str) -> str:
     return topic[len(SOURCE_PREFIX):] if topic.startswith(SOURCE_PREFIX) else topic
 
 
-def archive_rows(directory: str | os.PathLike, rows) -> dict[tuple[str, int], int]:
+def archive_rows(directory: str | os.PathLike, rows, chunk: int = defaults.WRITER_CHUNK) -> dict[tuple[str, int], int]:
     """Archive ``rows`` (``topic, partition, offset, ts_ms, value, headers``) into the
-    partition archives under ``directory``; returns records archived per partition."""
+    partition archives under ``directory``, ``chunk`` records per hold of a partition's
+    lock; returns records archived per partition."""
     groups, changes, sources = defaultdict(list), [], []
     for r in rows:
         if r["topic"] == PROFILE_LOG:
@@ -70,20 +73,28 @@ def archive_rows(directory: str | os.PathLike, rows) -> dict[tuple[str, int], in
         done[(CATALOG_FOLDER, 0)] = archive_keyed_changes(Path(directory) / CATALOG_FOLDER, sources, catalog_text)
     for (source, partition), group in groups.items():
         where = Path(directory) / source / str(partition)
-        with locked(where):                        # one writer per partition archive
-            part = PartitionArchive(where, source, partition)
-            try:
-                n = 0
-                for r in sorted(group, key=lambda r: r["offset"]):
-                    headers = [(h["key"], bytes(h["value"] or b"")) for h in (r["headers"] or [])]
-                    if part.add(bytes(r["value"] or b""), offset=int(r["offset"]), timestamp=int(r["ts_ms"]),
-                                headers=headers) is not None:
-                        n += 1
-                part.flush()
-            finally:
-                part.close()
-            done[(source, partition)] = n
+        group.sort(key=lambda r: r["offset"])
+        done[(source, partition)] = sum(_archive_chunk(where, source, partition, group[i:i + chunk])
+                                        for i in range(0, len(group), chunk))
     return done
+
+
+def _archive_chunk(where: Path, source: str, partition: int, rows) -> int:
+    """Archive ``rows`` (in offset order) into one partition archive under its lock, and
+    flush: the lock is held for one chunk at a time, so readers get in between."""
+    n = 0
+    with locked(where):                        # one writer per partition archive
+        part = PartitionArchive(where, source, partition)
+        try:
+            for r in rows:
+                headers = [(h["key"], bytes(h["value"] or b"")) for h in (r["headers"] or [])]
+                if part.add(bytes(r["value"] or b""), offset=int(r["offset"]), timestamp=int(r["ts_ms"]),
+                            headers=headers) is not None:
+                    n += 1
+            part.flush()
+        finally:
+            part.close()
+    return n
 
 
 def profile_text(value: bytes | None) -> str | None:

@@ -47,7 +47,9 @@ def _stop_when_stdin_closes(stop) -> None:
     """Call ``stop`` once standard input reaches its end, from a daemon thread: the
     write end of the pipe closes with the process holding it, however it ended."""
     def wait() -> None:
-        while sys.stdin.buffer.read(4096):
+        # os.read, not sys.stdin: a thread blocked in the buffered reader holds its lock,
+        # and the interpreter aborts at exit when it cannot take it.
+        while os.read(0, 4096):
             pass
         stop()
     threading.Thread(target=wait, name="onyx-stdin-watch", daemon=True).start()

@@ -30,10 +30,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, model_validator
 
+from archive.errors import StorageError
 from archive.replay import Replayed, indexable
 from archive.snapshot import Snapshot, snapshot
 from broker import config
@@ -183,7 +184,14 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
             raise HTTPException(404, f"no profile {profile_id!r} (registered now or archived)")
         return text
 
-    unavailable = {503: f"{NO_ARCHIVE} (or the database failed)"}
+    @app.exception_handler(StorageError)
+    async def _archive_unreadable(_: Request, exc: StorageError) -> JSONResponse:
+        # A page file the writer never finished (or another version's) is the operator's
+        # to look at; every reader says so instead of a bare 500.
+        return JSONResponse(status_code=503, content=Error(
+            detail=f"the archive cannot be read: {exc}; see the archive writer's log").model_dump(exclude_none=True))
+
+    unavailable = {503: f"{NO_ARCHIVE} (or the database failed, or the archive cannot be read)"}
 
     @app.post("/replay", summary="What a profile would have matched in a time window", operation_id="replay",
               response_class=StreamingResponse,

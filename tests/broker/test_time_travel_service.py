@@ -162,3 +162,15 @@ def test_source_history_follows_the_catalog_log(world):
     assert [(v["from"], v["to"], v["record"]["root_broker"]) for v in h["versions"]] == [(T0 + 1, None, "b3")]
     assert client.get("/sources/news/history").json()["versions"][0]["record"]["source_id"] == "news"
     assert client.get("/sources/nope/history").status_code == 404
+
+
+def test_an_unreadable_archive_answers_503_saying_so(world):
+    """A page file without its header (another version's, or one a crash left unwritten)
+    is a 503 naming the file, not a bare 500."""
+    client, _, root, _ = world
+    pages = root / "news" / "0" / "index.pages"
+    pages.write_bytes(bytes(pages.stat().st_size))
+    for r in (client.post("/replay", json={"text": "/nitf", "from": 0, "to": T0 * 2}),
+              client.get("/archive/messages", params={"at": T0})):
+        assert r.status_code == 503, r.text
+        assert "cannot be read" in r.json()["detail"] and "index.pages" in r.json()["detail"]
