@@ -3,6 +3,7 @@ status, down — each a separate process, as a user runs them."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -66,9 +67,11 @@ def test_up_subscribe_publish_status_down(env, overlay, tmp_path):
     assert "cli test" in rest and "1 deliveries" in rest and "deleted profile" in rest
 
     status = onyx(env, "status").stdout.splitlines()
-    rows = {line.split()[0]: line.split() for line in status[2:] if not line.startswith("archive writer")}
+    # The brokers' table, then lines of their own (the archive writer, the query cache).
+    rows = {line.split()[0]: line.split() for line in status[2:] if re.match(r"b\d+ ", line)}
     assert sorted(rows) == ["b1", "b2", "b3", "b4", "b5", "b6"]
     assert any(line.startswith("archive writer: running") for line in status)
+    assert status[-1].startswith("query cache: 0 regions")
     assert all(r[1] == "yes" for r in rows.values())
     assert int(rows["b1"][3]) >= 3  # messages in at the root
 
