@@ -53,7 +53,9 @@ def test_seeded_fuzz_run_finds_nothing(name: str, tmp_path: Path) -> None:
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
     done = re.search(r"Done (\d+) runs", log)
-    assert done and int(done.group(1)) == SEEDED_RUNS[name], log[-2000:]
+    # libFuzzer may end a couple of units past -runs (seen: 10,002 of 10,000); fewer
+    # would mean the run was cut short.
+    assert done and int(done.group(1)) >= SEEDED_RUNS[name], log[-2000:]
 
 
 @pytest.mark.slow
