@@ -32,14 +32,14 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from archive.errors import StorageError
 from archive.replay import Replayed, indexable
 from archive.snapshot import Snapshot, snapshot
 from broker import config
-from broker.registry.app import (MAX_PROFILE_CHARS, PROFILE_TOKEN_HEADER, Error, ProfileBearer, ProfileTokenHeader,
-                                 check_token, error_responses, profile_token)
+from broker.registry.app import (MAX_PROFILE_CHARS, PROFILE_TOKEN_HEADER, Error, JsonInt, ProfileBearer,
+                                 ProfileTokenHeader, check_token, error_responses, profile_token, whole_number)
 from broker.registry.backfill import BackfillError, SeamFinder
 from broker.registry.store import ProfileRecord, Store
 from routing.overlay import Overlay
@@ -65,11 +65,16 @@ class ReplayIn(BaseModel):
                                    "current text; a deleted one's last); or give text")
     text: str = Field(None, min_length=1, max_length=MAX_PROFILE_CHARS, description="an XPath filter or "
                              "FLWR query, as POST /profiles takes", json_schema_extra={"format": "onyx-profile"})
-    start: int = Field(alias="from", ge=0, le=MAX_TIME,
+    start: JsonInt = Field(alias="from", ge=0, le=MAX_TIME,
                        description="the window's first millisecond since 1970 (archive time: the records' Kafka "
                                    "timestamps; inclusive); after to, the window is empty")
-    end: int = Field(alias="to", ge=0, le=MAX_TIME, description="the window's last millisecond (inclusive)")
+    end: JsonInt = Field(alias="to", ge=0, le=MAX_TIME, description="the window's last millisecond (inclusive)")
     source: str = Field(None, min_length=1, max_length=200, description="only this source's messages")
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _whole(cls, v: Any) -> Any:
+        return whole_number(v)
 
     @model_validator(mode="after")
     def _one_profile(self) -> "ReplayIn":
@@ -79,9 +84,14 @@ class ReplayIn(BaseModel):
 
 
 class BackfillIn(BaseModel):
-    since: int = Field(ge=0, le=MAX_TIME, description="the first millisecond (archive time) to deliver from")
+    since: JsonInt = Field(ge=0, le=MAX_TIME, description="the first millisecond (archive time) to deliver from")
     timeout_s: float = Field(config.BACKFILL_TIMEOUT_S, gt=0, le=600,
                              description="how long to wait for the brokers and the archive writer to reach the seam")
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _whole(cls, v: Any) -> Any:
+        return whole_number(v)
 
 
 class BackfillDone(BaseModel):

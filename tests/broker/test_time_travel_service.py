@@ -174,3 +174,12 @@ def test_an_unreadable_archive_answers_503_saying_so(world):
               client.get("/archive/messages", params={"at": T0})):
         assert r.status_code == 503, r.text
         assert "cannot be read" in r.json()["detail"] and "index.pages" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("bound", [False, True, "5", 1.5])
+def test_a_window_bound_that_is_not_a_whole_json_number_is_refused(world, bound):
+    client = world[0]
+    r = client.post("/replay", json={"text": "/nitf", "from": 0, "to": bound})
+    assert r.status_code == 422, r.text
+    assert "to" in r.json()["detail"]
+    assert client.post("/replay", json={"text": "/nitf", "from": 0, "to": 2.0}).status_code == 200
