@@ -8,6 +8,8 @@ user can act on (``errors.py``), topic names (``topics.py``), the rows brokers w
 (``jvm.py``), the publish/subscribe clients (``clients.py``) and the time-travel ones
 (``time_travel_client.py``). The subpackages, by concern:
 
+* :mod:`broker.metadata`: Onyx's metadata on MDV (the provider, a broker's repository, the
+  ``catalog`` packets between them);
 * :mod:`broker.control`: a broker's control state and its state log;
 * :mod:`broker.dataplane`: what a broker does with each record, on the executors;
 * :mod:`broker.spark`: the SparkSession and the PySpark worker daemon;
@@ -17,9 +19,9 @@ user can act on (``errors.py``), topic names (``topics.py``), the rows brokers w
 
 Imports go one way, each part importing only parts before it: the top-level modules
 (``config``, ``errors``, ``topics``, ``packets``, ``kafka_auth``, ``jvm``, ``clients``,
-``time_travel_client``) <- ``control`` <- ``dataplane`` <- ``spark`` <- ``job`` (and
+``time_travel_client``) <- ``metadata`` <- ``control`` <- ``dataplane`` <- ``spark`` <- ``job`` (and
 ``archive_job``) <- ``registry`` <- ``deploy`` <-
 ``local`` <- ``cli``. So what runs on the executors never loads the registration
 service, the dev cluster or Helm, and ``registry`` and ``deploy`` import only the
-top-level modules (``tests/test_layout.py`` checks both).
+top-level modules and ``metadata`` (``tests/test_layout.py`` checks both).
 """

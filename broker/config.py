@@ -203,3 +203,13 @@ QUERY_CACHE_MAX_IDLE_S = float(os.environ.get("ONYX_QUERY_CACHE_MAX_IDLE", str(c
 QUERY_WINDOW_MS = int(os.environ.get("ONYX_QUERY_WINDOW_MS", str(3_600_000)))
 """The window of a query that names no start (ONYX_QUERY_WINDOW_MS): this long, ending at its end
 (by default the last settled archive time), an hour."""
+
+# -- the metadata catalog (issue 32: MDV) ----------------------------------------------------
+
+METADATA_PACKET_DOCS = int(os.environ.get("ONYX_METADATA_PACKET_DOCS", "500"))
+"""Documents' resources per ``catalog`` packet to a broker's repository (a broker's initial load
+at 100,000 profiles is some 17,000 documents: many packets, each well under Kafka's 1 MB)."""
+
+METADATA_BATCH_S = float(os.environ.get("ONYX_METADATA_BATCH", "0.5"))
+"""Seconds the metadata provider collects profiles' documents before it filters them as one
+batch (MDV section 4: batched registration); sources are filtered as they are registered."""

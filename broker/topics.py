@@ -24,6 +24,9 @@ DEAD_LETTER = "onyx.dead-letter"
 CATALOG = "onyx.catalog"
 """Compacted: registered sources and their schemas/dictionaries, keyed by source id."""
 
+METADATA = "onyx.metadata"
+"""Compacted: the metadata provider's log (documents by URI, users' metadata subscriptions)."""
+
 PROFILES = "onyx.profiles"
 """Compacted: the registered profiles, keyed by profile id (a broker rebuilds its state from it)."""
 
@@ -48,6 +51,7 @@ INTERNAL: tuple[Internal, ...] = (
     Internal(SOURCE_PREFIX, "onyx.src.*", "what publishers write; root brokers read it"),
     Internal(BROKER_PREFIX, "onyx.broker.*", "a broker's inbound messages, profiles and routing updates"),
     Internal(CATALOG, "onyx.catalog*", "the compacted source catalog brokers rebuild their state from"),
+    Internal(METADATA, "onyx.metadata*", "the compacted metadata log the registration services replicate through"),
     Internal(PROFILES, "onyx.profiles*", "the compacted profile log brokers rebuild their state from"),
     Internal(DEAD_LETTER, "onyx.dead-letter", "the overlay's rejected input"),
     Internal(STATE_PREFIX, "onyx.state.*", "a broker's state log: the control packets it applied, in order"),

@@ -108,12 +108,36 @@ class Backbone:
         if self.schema.texts:
             deliver(Delta(schemas=list(self.schema.texts)))
 
+    def disconnect(self, lmr: str) -> None:
+        """Detach repository ``lmr`` (its subscriptions stay; nothing is delivered to it)."""
+        self.repositories.pop(lmr, None)
+
     # -- documents --------------------------------------------------------------------------
 
     def register_document(self, doc_uri: str, rdf_xml: str) -> None:
         """Register (or, for a known ``doc_uri``, update) a document; :class:`DocumentError` if
         it is not valid RDF/XML of the schema. Filtered when its batch closes."""
         self._queue(doc_uri, parse_document(doc_uri, rdf_xml, self.schema))
+
+    def register_resources(self, doc_uri: str, resources: dict[str, Resource]) -> None:
+        """:meth:`register_document` for a document its writer has as resources already (what
+        :func:`~catalog.document.parse_document` gives for its RDF/XML): a service that builds
+        its own documents skips reading them back, which is most of a registration's cost.
+        :class:`DocumentError` for a resource outside the document or of a class the schema
+        lacks."""
+        for uri, res in resources.items():
+            if not uri.startswith(doc_uri + "#") or res.uri != uri:
+                raise DocumentError(f"document {doc_uri} cannot hold {uri}")
+            if res.cls not in self.schema.classes:
+                raise DocumentError(f"resource {uri}: {res.cls} is not a class of the schema")
+        self._queue(doc_uri, resources)
+
+    def documents(self) -> set[str]:
+        """The URIs of the documents registered (those of the open batch included)."""
+        with self.engine.connect() as con:
+            stored = set(con.execute(select(DOCUMENTS.c.uri)).scalars())
+        return (stored | {d for d, r in self.pending.items() if r is not None}) - {
+            d for d, r in self.pending.items() if r is None}
 
     def delete_document(self, doc_uri: str) -> None:
         """Delete a document with all its resources; :class:`DocumentError` if there is none."""

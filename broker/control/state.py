@@ -24,10 +24,12 @@ broker applying a run of packets (a micro-batch) sends one route packet per pare
 tree for all of them, with each profile's newest delta only, so a burst of
 registrations climbs the trees in a few packets rather than one per profile and hop.
 
-Catalog packets announce a source, with the name dictionary of its schema if it has
-one; the packet travels down the source's tree (so every broker can decode the
-dictionary-encoded formats), and a new root broker means a new tree, so every
-broker sends its profiles' routing queries up it.
+Catalog packets carry the metadata deltas of the broker's repository
+(:mod:`broker.metadata.broker_lmr`): every broker subscribes to the sources whose trees
+reach it, so each learns a source, with the name dictionary of its schema if it has
+one (every broker can decode the dictionary-encoded formats), straight from the
+metadata provider; a new root broker means a new tree, so every broker sends its
+profiles' routing queries up it.
 
 Every packet applied, whether it changed anything or not, counts in :attr:`seq`. A
 packet read from Kafka is applied with its place (``at``: topic, partition, offset); the
@@ -59,6 +61,7 @@ ROUTE_PACKET_BYTES = 256 * 1024
 limit for a record is 1 MB)."""
 
 from broker import topics
+from broker.metadata.broker_lmr import BrokerRepository
 from broker.packets import Row, dead_letter
 from formats.dictionary import Dictionary
 from formats.header import PacketHeader
@@ -90,6 +93,7 @@ class BrokerState:
 
     def __post_init__(self) -> None:
         self.node = Node(self.broker, self.overlay, self.budget)
+        self.metadata = BrokerRepository(self.broker)
 
     @property
     def version(self) -> int:
@@ -116,7 +120,7 @@ class BrokerState:
               headers: list[tuple[str, bytes]], origin: str,
               at: tuple[str, int, int] | None = None, *, defer: bool = False) -> list[Row]:
         """Apply one control packet; returns the rows it causes (deltas to the parent,
-        catalog packets to children, or a dead letter if the packet is bad). A packet
+        or a dead letter if the packet is bad). A packet
         ``at`` a place already applied is skipped (no rows). With ``defer``, its routing
         deltas stay in :attr:`outbox` for :meth:`routes`."""
         rows = self._apply(flow, key, value, headers, origin, at)
@@ -209,10 +213,15 @@ class BrokerState:
                 PacketHeader("query", root_broker=root).to_kafka())
 
     def _catalog(self, body: dict) -> list[Row]:
-        source, root = str(body["source_id"]), str(body["root_broker"])
+        rows: list[Row] = []
+        for info in self.metadata.apply(body):  # ValueError for a packet that is no metadata delta
+            rows += self._source(info.source, info.root, info.dictionary)
+        return rows
+
+    def _source(self, source: str, root: str, dictionary: dict | None) -> list[Row]:
+        """A source the repository holds: its root's tree and its dictionary."""
         if root not in self.overlay.graph:
             raise ControlError(f"source {source!r} names unknown root broker {root!r}")
-        dictionary = body.get("dictionary")
         if dictionary is not None:
             dictionary = Dictionary.from_json(dictionary).to_json()  # FormatError (a ValueError) if bad
         known = self.dictionaries.get(source)
@@ -224,11 +233,4 @@ class BrokerState:
         if new_dictionary:
             self.dictionaries[source] = dictionary
         self.catalog_changes += 1
-        rows: list[Row] = []
-        packet = json.dumps(body).encode()
-        for child in self.overlay.tree(root).children[self.broker]:
-            rows.append((topics.broker_topic(child), source.encode(), packet,
-                         PacketHeader("catalog", source_id=source, root_broker=root).to_kafka()))
-        if new_tree:
-            rows += self._queue(self.node.join(root))
-        return rows
+        return self._queue(self.node.join(root)) if new_tree else []

@@ -28,7 +28,7 @@ already safe and otherwise the lowercased id with a short hash appended, so that
 >>> [(t.kind, t.key) for t in plan.topics][:3]
 [('source', 'src-news'), ('broker', 'broker-b1'), ('broker', 'broker-b2')]
 >>> [r.name for r in access(builtin("figure4")).brokers_never_write]
-['onyx.src.', 'onyx.catalog', 'onyx.profiles']
+['onyx.src.', 'onyx.catalog', 'onyx.metadata', 'onyx.profiles']
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from routing.overlay import Overlay
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 
-TOPIC_KINDS = ("source", "broker", "state", "delivery", "deadLetter", "catalog", "profiles")
+TOPIC_KINDS = ("source", "broker", "state", "delivery", "deadLetter", "catalog", "profiles", "metadata")
 """Kinds of topics; each is a key under ``topics`` in the chart's values (partitions, retention, compaction)."""
 
 
@@ -103,7 +103,7 @@ class Access:
 
     source_prefix: str                            # publishers write <prefix><source id>
     delivery_prefix: str                          # brokers write, the service creates, a subscriber reads its own
-    registry_writes: tuple[AclResource, ...]      # control packets, the compacted catalog and profile log
+    registry_writes: tuple[AclResource, ...]      # control packets, the compacted catalog, profile and metadata logs
     brokers_never_write: tuple[AclResource, ...]  # internal topics no broker writes: denied to brokers
 
 
@@ -113,7 +113,7 @@ def access(overlay: Overlay) -> Access:
     never = tuple(AclResource(e.prefix, "prefix") for e in topics.INTERNAL
                   if not any(t.startswith(e.prefix) for t in written))
     registry = (AclResource(topics.BROKER_PREFIX, "prefix"), AclResource(topics.CATALOG, "literal"),
-                AclResource(topics.PROFILES, "literal"))
+                AclResource(topics.PROFILES, "literal"), AclResource(topics.METADATA, "literal"))
     return Access(topics.SOURCE_PREFIX, topics.DELIVER_PREFIX, registry, never)
 
 
@@ -153,6 +153,7 @@ def topology(overlay: Overlay) -> Topology:
         Topic(topics.DEAD_LETTER, "deadLetter", "dead-letter"),
         Topic(topics.CATALOG, "catalog", "catalog"),
         Topic(topics.PROFILES, "profiles", "profiles"),
+        Topic(topics.METADATA, "metadata", "metadata"),
     ]
     brokers = tuple(broker_plan(overlay, b) for b in overlay.brokers)
     return Topology(overlay.name, brokers, tuple(needed))

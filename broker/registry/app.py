@@ -50,7 +50,9 @@ from starlette.routing import Route
 from broker import config, topics
 from broker.registry.control_packets import (PacketSendError, Sender, announce_changes, announce_profile,
                                              announce_profiles, announce_source, source_dictionary)
+from broker.metadata.provider import MetadataProvider
 from broker.registry.limits import BodyLimit, RateLimited, RateLimiter
+from broker.registry.metadata_api import ProfileFeed, add_metadata, source_doc, stored_documents
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
 from broker.registry.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
 from broker.registry.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
@@ -499,13 +501,16 @@ def _describe(app: FastAPI, overlay: Overlay, limits: str) -> None:
 
 def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest",
                admin_token: str | None = None, topic_admin: TopicAdmin | None = None,
-               rate_limit: RateLimiter | None = None) -> FastAPI:
+               rate_limit: RateLimiter | None = None, metadata: MetadataProvider | None = None) -> FastAPI:
     """The registration service over a store, an overlay and a packet sender;
     ``placement`` names the host-choice strategy, ``admin_token`` enables the operator
     endpoint ``POST /rebalance``, ``topic_admin`` creates delivery topics as they are
     handed out (default: none are created), ``rate_limit`` limits the profiles each
     subscriber registers, updates and deletes (default: ONYX_REGISTRATION_RATE and
-    ONYX_REGISTRATION_BURST)."""
+    ONYX_REGISTRATION_BURST), ``metadata`` is the service's metadata provider (default: one
+    that has read no log), started here with the database's sources and profiles."""
+    metadata = metadata or MetadataProvider(sender, overlay)
+    sender = ProfileFeed(sender, metadata)
     refuse_internal_profiles(store, sender)
     subscribers = Subscribers(store, topic_admin or NoTopicAdmin(), taken=overlay.brokers)
     tuning = PlacementOptions(partitions_per_broker=config.PEP_PARTITIONS_PER_BROKER, tolerance=config.PEP_TOLERANCE)
@@ -534,6 +539,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 announce_source(sender, record)
     for s in store.list_sources():
         overlay.sources.setdefault(s.id, s.root_broker)
+    metadata.start(stored_documents(store))
+    app.router.on_shutdown.append(metadata.stop)
 
     def error(status: int, detail: str, column: int | None = None,
               headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -638,6 +645,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         with store.transaction() as tx:
             tx.add_source(record)
             announce_source(sender, record)
+            metadata.publish([source_doc(record)])
         overlay.sources[source_id] = root
         return SourceOut(source_id=source_id, root_broker=root, topic=topics.source_topic(source_id))
 
@@ -988,4 +996,5 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             return JSONResponse(status_code=503, content={"status": "unavailable", "database": str(exc)[:200]})
         return JSONResponse(content={"status": "ok", "database": "ok", "brokers": len(overlay.brokers)})
 
+    add_metadata(app, store, metadata, subscribers, SubscriberTokenHeader, error_responses)
     return app

@@ -2,8 +2,9 @@
 
 A profile change becomes a ``query`` packet on its host broker's inbound topic and a
 record on the compacted ``onyx.profiles`` topic (a tombstone on delete), keyed by
-profile id; a source registration becomes a ``catalog`` packet on its root broker's
-inbound topic and a record on the compacted ``onyx.catalog`` topic. Payloads are JSON.
+profile id; a source registration becomes a record on the compacted ``onyx.catalog`` topic
+(brokers learn of sources from the metadata provider's ``catalog`` packets,
+:mod:`broker.metadata.packets`). Payloads are JSON.
 
 >>> key, value, headers = query_packet("add", ProfileRecord("p1", "/a", "b5", "onyx.deliver.s1", 1))
 >>> key, json.loads(value)["op"], headers
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from broker import topics
+from broker.packets import send_all
 from broker.registry.store import ProfileRecord, SourceRecord
 from formats.dictionary import Dictionary
 from formats.header import PacketHeader
@@ -49,8 +51,7 @@ def source_dictionary(source: SourceRecord) -> Dictionary | None:
 
 
 def catalog_packet(source: SourceRecord) -> Packet:
-    """The ``catalog`` packet announcing a source (and its dictionary, which travels
-    with the catalog, never inside messages) to its root broker."""
+    """The catalog log's record of a source (and its dictionary)."""
     dictionary = source_dictionary(source)
     body = {"op": "add", "source_id": source.id, "name": source.name, "root_broker": source.root_broker,
             "schema": source.schema, "rate": source.rate, "size": source.size,
@@ -128,7 +129,7 @@ class KafkaSender:
         deadline = time.monotonic() + self.timeout_s
         try:
             for topic, (key, value, headers) in items:
-                if topic == topics.PROFILES:
+                if topic in (topics.PROFILES, topics.METADATA):
                     headers = [*headers, *self.origin]
                 while True:
                     try:
@@ -154,16 +155,6 @@ class KafkaSender:
         if self.producer is not None:
             self.producer.flush(self.timeout_s)
             self.producer = None
-
-
-def send_all(sender: Sender, items: Sequence[tuple[str, Packet]]) -> None:
-    """Send ``(topic, packet)`` pairs as one batch if ``sender`` can, else one by one."""
-    batch = getattr(sender, "send_batch", None)
-    if batch is not None:
-        batch(items)
-        return
-    for topic, packet in items:
-        sender.send(topic, packet)
 
 
 def announce_profile(sender: Sender, op: str, profile: ProfileRecord) -> None:
@@ -192,7 +183,6 @@ def announce_changes(sender: Sender, changes: Sequence[tuple[str, ProfileRecord]
 
 
 def announce_source(sender: Sender, source: SourceRecord) -> None:
-    """Send a new source to its root broker and to the compacted catalog."""
-    packet = catalog_packet(source)
-    sender.send(topics.broker_topic(source.root_broker), packet)
-    sender.send(topics.CATALOG, packet)
+    """Write a new source to the compacted catalog log (the archive keeps its history; brokers
+    learn of it from the metadata provider, :mod:`broker.metadata`)."""
+    sender.send(topics.CATALOG, catalog_packet(source))

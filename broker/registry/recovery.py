@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping
 
 from broker import topics
+from broker.registry.compacted import read_to_end
 from broker.registry.control_packets import ORIGIN, Sender, announce_changes
 from broker.registry.store import ProfileRecord, Store
 
@@ -43,42 +43,13 @@ def announced(bootstrap_servers: str, origin: str, timeout_s: float = 60.0) -> d
     """The last record per profile on the profile log (``None``: a tombstone) written by
     the service of database ``origin`` (its :data:`~broker.registry.control_packets.ORIGIN`
     header): other services' profiles on the same Kafka are theirs to recover."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    from broker.kafka_auth import librdkafka_options
-
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "onyx-recovery",
-                         "enable.auto.commit": False, "enable.partition.eof": True, **librdkafka_options()})
     out: dict[str, ProfileRecord | None] = {}
     mine = origin.encode()
-    try:
-        meta = consumer.list_topics(topics.PROFILES, timeout=timeout_s).topics.get(topics.PROFILES)
-        parts = [TopicPartition(topics.PROFILES, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)] if meta else []
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=timeout_s)[1] for tp in parts}
-        live = [tp for tp in parts if ends[tp.partition] > 0]
-        if not live:
-            return out
-        consumer.assign(live)
-        left = {tp.partition for tp in live}
-        deadline = time.monotonic() + timeout_s
-        while left:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"could not read {topics.PROFILES} to its end in {timeout_s:.0f} s")
-            # consume() waits until it has as many records as asked, or the timeout: short waits
-            for msg in consumer.consume(1000, timeout=0.2):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        left.discard(msg.partition())
-                        continue
-                    raise RuntimeError(f"reading {topics.PROFILES}: {msg.error()}")
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    left.discard(msg.partition())
-                if (ORIGIN, mine) not in (msg.headers() or ()):
-                    continue  # another service's (or written before records said whose they were)
-                pid = msg.key().decode()
-                out[pid] = None if msg.value() is None else _record(json.loads(msg.value()))
-    finally:
-        consumer.close()
+    for msg in read_to_end(bootstrap_servers, topics.PROFILES, timeout_s):
+        if (ORIGIN, mine) not in (msg.headers() or ()):
+            continue  # another service's (or written before records said whose they were)
+        pid = msg.key().decode()
+        out[pid] = None if msg.value() is None else _record(json.loads(msg.value()))
     return out
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import uvicorn
 
 from broker import config
+from broker.metadata.provider import MetadataProvider
 from broker.registry.app import create_app
+from broker.registry.compacted import read_to_end
 from broker.registry.control_packets import KafkaSender
 from broker.registry.limits import RateLimiter
 from broker.registry.queries import add_queries
@@ -19,7 +21,7 @@ from broker.registry.recovery import announced, recover
 from broker.registry.store import Store
 from broker.registry.time_travel import add_time_travel
 from broker.registry.topic_admin import KafkaTopicAdmin
-from broker.topics import CATALOG, PROFILES, ensure_topics, broker_topic
+from broker.topics import CATALOG, METADATA, PROFILES, ensure_topics, broker_topic
 from routing.overlay import Overlay, builtin
 
 
@@ -41,13 +43,17 @@ def build_app(settings: ServiceSettings):
     """The FastAPI app wired to a real database and a real Kafka producer."""
     ensure_topics(settings.bootstrap_servers,
                   [CATALOG, PROFILES] + [broker_topic(b) for b in settings.overlay.brokers])
+    ensure_topics(settings.bootstrap_servers, [METADATA], config={"cleanup.policy": "compact"})
     store = Store(settings.database_url)
     sender = KafkaSender(settings.bootstrap_servers, origin=store.identity())
+    # the metadata provider: every document and subscription of the log, before it starts
+    metadata = MetadataProvider(sender, settings.overlay)
+    metadata.replay((m.key(), m.value()) for m in read_to_end(settings.bootstrap_servers, METADATA))
     admin = KafkaTopicAdmin(settings.bootstrap_servers)
     # after a crash: the brokers and the database agree again
     recover(store, sender, announced(settings.bootstrap_servers, store.identity()))
     app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin,
-                     RateLimiter(settings.registration_rate, settings.registration_burst))
+                     RateLimiter(settings.registration_rate, settings.registration_burst), metadata)
     add_time_travel(app, store, settings.overlay, settings.archive_dir, settings.bootstrap_servers)
     add_queries(app, store, settings.overlay, settings.archive_dir)
     app.router.on_shutdown.extend([sender.close, admin.close])

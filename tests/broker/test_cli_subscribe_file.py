@@ -39,11 +39,20 @@ class Sink:
         self.sent.extend(items)
 
 
+def _own_metadata():
+    """The service's metadata provider on a sender of its own: its documents and deliveries
+    (some sent by its batch thread) stay out of the packets these tests count."""
+    from broker.metadata.provider import MetadataProvider
+    from tests.broker.metadata_packets import Recorder
+
+    return MetadataProvider(Recorder(), builtin())
+
+
 @pytest.fixture
 def service(tmp_path):
     sink, store = Sink(), Store(f"sqlite:///{tmp_path / 'onyx.db'}")
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(store, builtin(), sink), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app(store, builtin(), sink, metadata=_own_metadata()), host="127.0.0.1", port=port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

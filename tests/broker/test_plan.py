@@ -10,7 +10,8 @@ from broker import topics
 from broker.control.state import BrokerState
 from broker.dataplane.plan import Limits, Plan, PlanSettings
 from broker.packets import REASON
-from broker.registry.control_packets import catalog_packet, source_dictionary
+from broker.registry.control_packets import source_dictionary
+from tests.broker.metadata_packets import catalog_packets
 from broker.registry.store import SourceRecord
 from formats.header import PacketHeader
 from routing.dnf import map_profile
@@ -26,11 +27,11 @@ def _state(broker: str, schema: bytes | None = None) -> BrokerState:
     it has also received the catalog packet of source ``news`` and its dictionary."""
     state = BrokerState(broker, builtin("figure4"))
     if schema is not None:
-        key, value, headers = catalog_packet(SourceRecord("news", "news", "b1", schema.decode(), None, None))
-        rows = state.apply("catalog", key, value, headers, topics.broker_topic(broker))
-        children = state.overlay.tree("b1").children[broker]
-        assert sorted(r[0] for r in rows) == sorted(topics.broker_topic(c) for c in children)
-        assert state.dictionaries["news"]["version"] == 1
+        for key, value, headers in catalog_packets(SourceRecord("news", "news", "b1", schema.decode(), None, None),
+                                                   broker):
+            rows = state.apply("catalog", key, value, headers, topics.broker_topic(broker))
+            assert all(r[0] != topics.DEAD_LETTER for r in rows)
+        assert state.dictionaries["news"]["version"] == 1 and state.overlay.sources["news"] == "b1"
     body = {"op": "add", "profile_id": "p1", "version": 1, "text": "/nitf/head/title",
             "delivery_topic": "onyx.deliver.x"}
     rows = state.apply("query", b"p1", json.dumps(body).encode(), [("onyx-flow", b"query")], "t")

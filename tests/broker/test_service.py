@@ -121,7 +121,9 @@ def test_sources_get_ids_root_brokers_and_topics(api):
     assert r.json()["root_broker"] in builtin().brokers
     assert client.post("/sources", json={"name": "AFP World"}).status_code == 409
     assert client.post("/sources", json={"name": "x", "root_broker": "b99"}).status_code == 422
-    assert sender.sent[-1][0] == "onyx.catalog"
+    told = {t for t, (k, v, h) in sender.sent if k in (b"afp-world", b"metadata", b"urn:onyx:sources:afp-world")}
+    # the catalog log, the metadata log, and every broker's repository (its sources' trees reach them all)
+    assert told == {"onyx.catalog", "onyx.metadata"} | {f"onyx.broker.{b}" for b in builtin().brokers}
 
 
 @pytest.mark.parametrize("payload", [{}, {"text": ""}, {"text": "/a", "delivery": {"topic": "bad topic!"}},

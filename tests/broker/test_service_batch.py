@@ -57,11 +57,20 @@ class Admin:
         self.created.append(topic)
 
 
+def _own_metadata():
+    """The service's metadata provider on a sender of its own: its documents and deliveries
+    (some sent by its batch thread) stay out of the packets these tests count."""
+    from broker.metadata.provider import MetadataProvider
+    from tests.broker.metadata_packets import Recorder
+
+    return MetadataProvider(Recorder(), builtin())
+
+
 @pytest.fixture
 def api(tmp_path):
     sender, admin = BatchSender(), Admin(refuse={"acl.refused"})
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), sender, topic_admin=admin),
+    client = TestClient(create_app(store, builtin(), sender, topic_admin=admin, metadata=_own_metadata()),
                         raise_server_exceptions=False)
     sender.sent.clear()  # the default source's catalog packets, sent at start
     return client, sender, store, admin

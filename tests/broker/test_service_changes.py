@@ -17,10 +17,19 @@ from routing.overlay import builtin
 from tests.broker.test_service_batch import Admin, BatchSender, _batch
 
 
+def _own_metadata():
+    """The service's metadata provider on a sender of its own: its documents and deliveries
+    (some sent by its batch thread) stay out of the packets these tests count."""
+    from broker.metadata.provider import MetadataProvider
+    from tests.broker.metadata_packets import Recorder
+
+    return MetadataProvider(Recorder(), builtin())
+
+
 @pytest.fixture
 def batch_api(tmp_path):
     sender, store = BatchSender(), Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), sender, topic_admin=Admin()), raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), sender, topic_admin=Admin(), metadata=_own_metadata()), raise_server_exceptions=False)
     sender.sent.clear()  # the default source's catalog packets, sent at start
     return client, sender, store, None
 

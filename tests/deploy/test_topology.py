@@ -71,7 +71,8 @@ def test_acl_resources_come_from_the_one_list_of_internal_topics(overlay):
     """What brokers are denied writing is every internal topic family (broker.topics.INTERNAL)
     none of whose topics a broker writes: the sources and the compacted state they rebuild from."""
     acl = deploy_topology.access(overlay)
-    assert [r.name for r in acl.brokers_never_write] == [topics.SOURCE_PREFIX, topics.CATALOG, topics.PROFILES]
+    assert [r.name for r in acl.brokers_never_write] == [topics.SOURCE_PREFIX, topics.CATALOG, topics.METADATA,
+                                                         topics.PROFILES]
     assert all(r.pattern_type == "prefix" for r in acl.brokers_never_write)
     written = {t for b in topology(overlay).brokers for t in b.writes}
     for entry in topics.INTERNAL:

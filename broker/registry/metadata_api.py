@@ -1,0 +1,143 @@
+"""The registration service's metadata (issue 32): the service is a Metadata Provider
+(:class:`~broker.metadata.provider.MetadataProvider`); this module feeds it the service's
+sources and profiles and adds the users' side of MDV's publish & subscribe over HTTP:
+
+* ``POST /metadata/subscriptions`` ``{"rule": "search Source s register s where ...",
+  "topic": optional}``: what the rule registers now, and every change of it later, goes to the
+  subscriber's delivery topic (or ``topic``, checked as a profile's is), keyed
+  ``metadata:<subscription id>``; ``onyx metadata watch`` reads it. A rule MDV's language or
+  the Onyx schema refuses is a 422 with the ``column`` of the problem.
+* ``DELETE /metadata/subscriptions/{id}``: ends one (the subscriber's token).
+
+A profile's document mirrors what the profile log says of it (:class:`ProfileFeed`).
+"""
+
+import json
+from typing import Any, Callable
+
+from fastapi import FastAPI, HTTPException, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from broker import topics
+from broker.metadata.documents import Document, profile_document, source_document
+from broker.metadata.onyx_schema import profile_doc
+from broker.metadata.provider import MetadataProvider
+from broker.packets import send_all
+from broker.registry.control_packets import Sender, source_dictionary
+from broker.registry.store import SourceRecord, Store
+from broker.registry.subscribers import Subscribers
+from catalog import RuleError
+from catalog.defaults import MAX_RULE_CHARS
+
+
+def source_doc(source: SourceRecord) -> Document:
+    """A stored source as its metadata document."""
+    return source_document(source.id, source.name, source.root_broker, source.schema, source.rate, source.size,
+                           source_dictionary(source))
+
+
+def stored_documents(store: Store) -> list[Document]:
+    """The documents of every source and profile the database holds."""
+    return ([source_doc(s) for s in store.list_sources()]
+            + [profile_document(p.id, p.version, p.host_broker) for p in store.list_profiles()])
+
+
+class ProfileFeed:
+    """A :class:`~broker.registry.control_packets.Sender` that, once the packets it is given
+    are written, queues the metadata document of every profile-log record among them (a
+    tombstone deletes it): the provider learns of a profile change from the same place the
+    brokers' recovery does, whichever operation made it."""
+
+    def __init__(self, sender: Sender, provider: MetadataProvider) -> None:
+        self.sender = sender
+        self.provider = provider
+
+    def send(self, topic: str, packet) -> None:
+        self.sender.send(topic, packet)
+        self._follow([(topic, packet)])
+
+    def send_batch(self, items) -> None:
+        send_all(self.sender, items)
+        self._follow(items)
+
+    def _follow(self, items) -> None:
+        docs, gone = [], []
+        for topic, (key, value, _) in items:
+            if topic != topics.PROFILES:
+                continue
+            if value is None:
+                gone.append(profile_doc(key.decode()))
+            else:
+                body = json.loads(value)
+                docs.append(profile_document(body["profile_id"], int(body["version"]), body["host_broker"]))
+        if docs or gone:
+            self.provider.queue(docs, gone)
+
+
+class MetadataSubscriptionIn(BaseModel):
+    rule: str = Field(min_length=1, max_length=MAX_RULE_CHARS,
+                      description="a rule of MDV's language over the Onyx metadata schema, e.g. \"search Source s "
+                                  "register s where s.schema.declares? = 'nitf' and s.rate > 100\"")
+    topic: str | None = Field(None, min_length=1, max_length=249,
+                              description="where the changes go (default: the subscriber's own delivery topic)")
+
+
+class MetadataSubscriptionOut(BaseModel):
+    subscription_id: str
+    topic: str = Field(description="the Kafka topic the changes go to, keyed metadata:<subscription_id>")
+    subscriber_id: str
+    subscriber_token: str | None = Field(None, description="the new subscriber's token (when none was sent)")
+
+
+def add_metadata(app: FastAPI, store: Store, provider: MetadataProvider, subscribers: Subscribers,
+                 token: Any, errors: Callable) -> None:
+    """Add the metadata subscription operations (module docstring) to ``app``; ``token`` is
+    the service's subscriber-token parameter type, ``errors`` its error-answer documenter.
+    (No ``from __future__ import annotations`` here: FastAPI reads the parameter types of the
+    operations, which name ``token``, a local.)"""
+    Token = token
+
+    @app.post("/metadata/subscriptions", response_model=MetadataSubscriptionOut, response_model_exclude_none=True,
+              status_code=201, summary="Subscribe to metadata changes by an MDV rule",
+              operation_id="subscribe_metadata",
+              responses=errors({400: "the body is not JSON", 401: "unknown subscriber token",
+                                409: "the topic belongs to another subscriber",
+                                413: "the body is too large",
+                                422: "a rule the language or the schema refuses (with the column), or a topic of "
+                                     "the overlay", 503: "Kafka or the database failed: nothing was changed"}))
+    def subscribe(body: MetadataSubscriptionIn, subscriber_token: Token = None
+                  ) -> MetadataSubscriptionOut | JSONResponse:
+        """What the rule registers goes to the topic now, every change of it later (JSON:
+        ``subscription_id``, ``upserts`` {uri: {class, properties}}, ``deleted``, ``matched``,
+        ``unmatched``)."""
+        owner = subscribers.authenticate(subscriber_token).id if subscriber_token else None
+        subscriber_id = owner or subscribers.new_id()
+        subscribers.check_topic(subscriber_id, body.topic)
+        try:
+            with store.transaction() as tx:  # a refused rule leaves no new subscriber behind
+                new = None if owner else subscribers.register(tx, subscriber_id)
+                topic = subscribers.delivery_topic(tx, subscriber_id, body.topic)
+                subscribers.create_topics(tx)
+                sub = provider.subscribe(body.rule, topic, subscriber_id)
+        except RuleError as exc:
+            return JSONResponse(status_code=422, content={"detail": f"rule: {exc.message}: nothing was registered",
+                                                          "column": exc.position + 1})
+        return MetadataSubscriptionOut(subscription_id=sub.id, topic=sub.topic, subscriber_id=subscriber_id,
+                                       subscriber_token=new.token if new else None)
+
+    @app.delete("/metadata/subscriptions/{subscription_id}", status_code=204, response_class=Response,
+                summary="End a metadata subscription", operation_id="unsubscribe_metadata",
+                responses=errors({401: "no or unknown subscriber token", 403: "not this subscriber's subscription",
+                                  404: "no such subscription", 503: "Kafka failed: nothing was changed"}))
+    def unsubscribe(subscription_id: str, subscriber_token: Token = None) -> Response:
+        if not subscriber_token:
+            raise HTTPException(401, "send the subscriber's token in X-Onyx-Subscriber-Token")
+        who = subscribers.authenticate(subscriber_token).id
+        sub = provider.users.get(subscription_id)
+        if sub is None:
+            raise HTTPException(404, f"no metadata subscription {subscription_id!r}")
+        if sub.subscriber_id != who:
+            raise HTTPException(403, "that subscription is another subscriber's")
+        provider.unsubscribe(subscription_id)
+        return Response(status_code=204)
