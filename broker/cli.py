@@ -229,6 +229,21 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     return tt.backfill(_api_url(args), args.profile_id, args.token, _time(args.since), _say)
 
 
+def _cmd_metadata(args: argparse.Namespace) -> int:
+    from broker.metadata import client
+
+    bootstrap, api_url = _endpoints(args)
+    if args.metadata_command == "query":
+        return client.query(bootstrap, args.broker, args.rule, _say, show=args.show)
+    if (args.rule is None) == (args.subscription is None):
+        raise SetupError("give a RULE to subscribe by, or --subscription ID --topic TOPIC to follow one (not both)")
+    if args.subscription is not None and args.topic is None:
+        raise SetupError("--subscription needs the --topic its changes go to")
+    client.watch(api_url, bootstrap, _say, rule=args.rule, subscription=args.subscription, topic=args.topic,
+                 subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout)
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from broker.local.devcluster import check_port_free
     from broker.registry.serve import ServiceSettings, load_overlay, serve
@@ -478,6 +493,46 @@ def build_parser() -> argparse.ArgumentParser:
                            "and its regions (concept[condition], items, bytes, window, last use).")
     cache.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
     cache.set_defaults(func=_cmd_cache)
+
+    rules = ("A RULE is MDV's rule language over Onyx's metadata schema: search CLASS v[, CLASS w] register v "
+             "where PREDICATES, with paths (s.schema.declares?), = != < <= > >= contains, and, or. Classes: Broker "
+             "(brokerId), Link (tree, parent, child), Source (sourceId, name, topic, rate, size, rootBroker, schema, "
+             "dictionary), Schema (kind, sha256, bytes, declares?), Dictionary (version, entry?), Profile "
+             "(profileId, profileVersion, hostBroker).")
+    metadata = sub.add_parser("metadata", help="the overlay's metadata (MDV): watch changes by a rule, query a "
+                              "broker's repository", description="Onyx's catalog is MDV's publish & subscribe: "
+                              "brokers, links, sources with their schemas and dictionaries, and profiles are RDF "
+                              "resources at the registration service; every broker's repository holds what its "
+                              "rules select. " + rules,
+                              epilog="examples:\n  onyx metadata watch \"search Source s register s where "
+                              "s.rate > 100\"\n  onyx metadata query --broker b3 \"search Profile p register p "
+                              "where p.hostBroker.brokerId = 'b3'\"",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    metadata_sub = metadata.add_subparsers(dest="metadata_command", required=True, metavar="COMMAND")
+    m_watch = metadata_sub.add_parser("watch", help="subscribe by a rule and print every change as it comes",
+                                      description="Subscribe by RULE (POST /metadata/subscriptions) and print what "
+                                      "it registers now, then every change: '+ uri' now matches, '- uri' no longer "
+                                      "does, '~ uri' changed, 'x uri' deleted, each with its class and properties. "
+                                      "Or follow an existing subscription with --subscription and --topic. " + rules)
+    m_watch.add_argument("rule", nargs="?", default=None, help="e.g. \"search Source s register s where s.rate > 100\"")
+    m_watch.add_argument("--subscription", default=None, help="follow this subscription instead of making one")
+    m_watch.add_argument("--topic", default=None, help="the topic the changes go to (default: your subscriber's "
+                         "own delivery topic; needed with --subscription)")
+    m_watch.add_argument("--subscriber-token", default=os.environ.get("ONYX_SUBSCRIBER_TOKEN"),
+                         help="subscribe for this subscriber (default $ONYX_SUBSCRIBER_TOKEN; unset: a new one)")
+    m_watch.add_argument("--count", type=int, default=0, help="stop after N change records")
+    m_watch.add_argument("--timeout", type=float, default=0.0, help="stop after S seconds")
+    m_query = metadata_sub.add_parser("query", help="evaluate a rule at a broker's metadata repository",
+                                      description="Evaluate RULE on what broker --broker's Local Metadata "
+                                      "Repository holds (rebuilt from the broker's state log, as the broker "
+                                      "rebuilds it) and print the URI references it registers. " + rules)
+    m_query.add_argument("rule", help="e.g. \"search Source s register s where s.rootBroker.brokerId = 'b1'\"")
+    m_query.add_argument("--broker", required=True, help="whose repository, e.g. b3")
+    m_query.add_argument("--show", action="store_true", help="print each resource's properties too")
+    for p in (m_watch, m_query):
+        p.add_argument("--api", default=None, help="registration service URL (default: the running `onyx up`)")
+        p.add_argument("--bootstrap-servers", default=None, help="Kafka (default: the running `onyx up`)")
+    metadata.set_defaults(func=_cmd_metadata)
 
     kafka = sub.add_parser("kafka", help="run a local single-node Kafka broker (KRaft) until Ctrl-C")
     kafka.add_argument("--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)")

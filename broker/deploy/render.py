@@ -11,7 +11,7 @@ produces that ``overlay`` values block from an overlay config with
 >>> from routing.overlay import builtin
 >>> block = overlay_values(builtin("figure4"))["overlay"]
 >>> block["name"], len(block["brokers"]), block["topics"][-1]
-('figure4', 6, {'name': 'onyx.profiles', 'kind': 'profiles', 'key': 'profiles'})
+('figure4', 6, {'name': 'onyx.metadata', 'kind': 'metadata', 'key': 'metadata'})
 """
 
 from __future__ import annotations

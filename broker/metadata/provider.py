@@ -151,11 +151,11 @@ class MetadataProvider:
             wanted = {d.uri: d for d in [*overlay_docs, *documents]}
             self._write([d for d in wanted.values() if self.xml.get(d.uri) != d.xml],
                         [u for u in self.xml if u not in wanted])
+            self.live = True
             for broker in self.overlay.brokers:
                 name = lmr_name(broker)
                 self._fresh.add(name)
-                self.backbone.connect(name, lambda delta, b=broker: self._to_broker(b, delta))
-            self.live = True
+                self.backbone.connect(name, lambda delta, b=broker: self._to_broker(b, delta))  # sends the schema
             for broker in self.overlay.brokers:
                 self.backbone.subscribe_many(lmr_name(broker), rules(broker))
             self._send()

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Mapping
 
 from broker import topics
-from broker.registry.compacted import read_to_end
+from broker.compacted import read_to_end
 from broker.registry.control_packets import ORIGIN, Sender, announce_changes
 from broker.registry.store import ProfileRecord, Store
 

@@ -13,7 +13,7 @@ import uvicorn
 from broker import config
 from broker.metadata.provider import MetadataProvider
 from broker.registry.app import create_app
-from broker.registry.compacted import read_to_end
+from broker.compacted import read_to_end
 from broker.registry.control_packets import KafkaSender
 from broker.registry.limits import RateLimiter
 from broker.registry.queries import add_queries
