@@ -1,6 +1,7 @@
 """The overlay for real: six Spark streaming brokers over real Kafka, profiles
 registered over HTTP, deliveries checked against a centralized engine."""
 
+import json
 import shutil
 import subprocess
 import time
@@ -284,3 +285,60 @@ def test_the_demo_reports_exact_deliveries_for_its_subscribers(cluster, tmp_path
     assert any(line.strip().startswith("Q1 result: <stock_news>") for line in lines)
     assert any(line.strip().startswith("Q1 ") for line in lines)
     assert lines[-1].strip() == "ok: every subscriber received exactly what the centralized engine says"
+
+
+def _changes(bootstrap, topic, key, want, timeout=120):
+    """The change records of metadata subscription ``key`` on ``topic`` until ``want(records)``."""
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=500)
+    records, deadline = [], time.monotonic() + timeout
+    try:
+        while not want(records) and time.monotonic() < deadline:
+            records += [json.loads(r.value) for r in consumer if r.key == key]
+    finally:
+        consumer.close()
+    return records
+
+
+def test_brokers_learn_a_new_source_from_their_metadata_repositories_and_a_metadata_subscriber_hears_of_it(
+        cluster, registered, deliveries):
+    """Issue 32: the catalog is MDV's publish & subscribe. A user's rule over HTTP gets the
+    registration of a matching source (and not of one that does not match); the brokers learn
+    the source from their repositories and route its messages exactly; each broker's
+    repository holds the profiles it hosts."""
+    from broker.metadata import client
+    from broker.metadata.onyx_schema import profile_uri, source_uri
+
+    sub = api("POST", f"{cluster.api_url}/metadata/subscriptions",
+              {"rule": "search Source s register s where s.schema.declares? = 'nitf' and s.rate > 100"})
+    key = f"metadata:{sub['subscription_id']}".encode()
+    dtd = "<!ELEMENT nitf (head, body)> <!ELEMENT head (title)> <!ELEMENT title (#PCDATA)> <!ELEMENT body ANY>"
+    fast = api("POST", f"{cluster.api_url}/sources", {"name": "wire fast", "rate": 500, "schema": dtd,
+                                                      "root_broker": "b3"})
+    slow = api("POST", f"{cluster.api_url}/sources", {"name": "wire slow", "rate": 5, "schema": dtd})
+    seen = _changes(cluster.bootstrap_servers, sub["topic"], key,
+                    lambda rs: any(source_uri(fast["source_id"]) in r["matched"] for r in rs))
+    assert any(source_uri(fast["source_id"]) in r["matched"] for r in seen), seen
+    assert not any(source_uri(slow["source_id"]) in r["upserts"] for r in seen)
+
+    docs = [DocGenerator(Schema.nitf(), doc_depth=6, max_repeats=2, seed=900 + i).generate() for i in range(20)]
+    _publish(cluster.bootstrap_servers, docs, source=fast["source_id"], key_prefix="meta")
+    expected = _expected(registered, docs, "meta")
+    deliveries.wait_for(expected, cluster)
+    assert {m: deliveries.got.get(m, set()) & set(registered) for m in expected} == expected
+    assert not [r for r in deliveries.dead if r.key and r.key.startswith(b"meta")]
+
+    hosted: dict[str, set[str]] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        repos = {b: client.repository(cluster.bootstrap_servers, b) for b in cluster.overlay.brokers}
+        hosted = {b: r.query(f"search Profile p register p where p.hostBroker.brokerId = '{b}'")
+                  for b, r in repos.items()}
+        if set().union(*hosted.values()) >= {profile_uri(p) for p in registered}:
+            break
+        time.sleep(1)
+    assert sum(len(h) for h in hosted.values()) == len(set().union(*hosted.values()))  # each on one broker
+    assert set().union(*hosted.values()) >= {profile_uri(p) for p in registered}
+    for b, repo in repos.items():  # every broker holds the new source, its schema and dictionary
+        assert source_uri(fast["source_id"]) in repo.query("search Source s register s where s.rate > 100")
+        assert repo.resources()[source_uri(fast["source_id"])]["rootBroker"] == ["urn:onyx:brokers:b3#broker"]
