@@ -140,17 +140,18 @@ class MetadataProvider:
 
     # -- start, stop ----------------------------------------------------------------------
 
-    def start(self, documents: Sequence[Document] = ()) -> None:
-        """Bring the overlay's documents (its brokers and trees, and ``documents``: what the
-        service's database holds) up to date, subscribe every broker's repository by its rules
-        and send each its full load; then deliver changes as they come."""
+    def start(self, documents: Sequence[Document] | None = None) -> None:
+        """Bring the overlay's documents (its brokers and trees) up to date — and, given
+        ``documents`` (every source and profile the service's database holds), the others too:
+        what the log held beyond them is deleted — subscribe every broker's repository by its
+        rules and send each its full load; then deliver changes as they come."""
         with self.lock:
             overlay_docs = [broker_document(b) for b in self.overlay.brokers]
             overlay_docs += [tree_document(r, [(p, c) for p, cs in sorted(self.overlay.tree(r).children.items())
                                                for c in cs]) for r in self.overlay.brokers]
-            wanted = {d.uri: d for d in [*overlay_docs, *documents]}
+            wanted = {d.uri: d for d in [*overlay_docs, *(documents or ())]}
             self._write([d for d in wanted.values() if self.xml.get(d.uri) != d.xml],
-                        [u for u in self.xml if u not in wanted])
+                        [] if documents is None else [u for u in self.xml if u not in wanted])
             self.live = True
             for broker in self.overlay.brokers:
                 name = lmr_name(broker)
