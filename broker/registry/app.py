@@ -54,14 +54,13 @@ from broker.metadata.provider import MetadataProvider
 from broker.registry.limits import BodyLimit, RateLimited, RateLimiter
 from broker.registry.metadata_api import ProfileFeed, add_metadata, source_doc, stored_documents
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
-from broker.registry.subscribers import SubscriberError, Subscribers, TopicNotAllowedError, UnknownSubscriberError
+from broker.registry.subscribers import TOPIC_JSON_SCHEMA, SubscriberError, legal_topic, Subscribers, TopicNotAllowedError, UnknownSubscriberError
 from broker.registry.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
 from formats.errors import FormatError
 from routing.overlay import Overlay
 from routing.placement import PlacementError, PlacementOptions, PlacementRequest, make_strategy
 from yfilter import ProfileError, validate
 
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_PROFILE_CHARS = 100_000
 MAX_BATCH = 10_000  # profiles per POST /profiles:batch, changes per POST /profiles:changes
 MAX_BATCH_BYTES = 64 * 1024 * 1024  # request body of POST /profiles:batch and /profiles:changes
@@ -91,15 +90,6 @@ ProfileBearer = Annotated[HTTPAuthorizationCredentials | None, Security(_profile
 SubscriberTokenHeader = Annotated[str | None, Security(_subscriber_token)]
 AdminTokenHeader = Annotated[str | None, Security(_admin_token)]
 
-# What JSON Schema can say of a delivery topic; the validator and the subscriber rules
-# (broker.topics.subscriber_topic_reason) say the same and more, with a reason.
-_TOPIC_SCHEMA = {
-    "type": "string", "pattern": _TOPIC.pattern, "minLength": 1, "maxLength": 249,
-    "not": {"anyOf": [{"enum": [".", ".."]}, {"pattern": "^[Oo][Nn][Yy][Xx]([._-]|$)"}]},
-    "description": "a Kafka topic name (1-249 letters, digits, '.', '_', '-'; not '.' or '..') outside the overlay's "
-                   "onyx.* names (look-alikes with other case, '_' or '-' included); only your own default topic "
-                   "onyx.deliver.<subscriber id> may be named there",
-}
 
 
 def whole_number(value: Any) -> Any:
@@ -143,7 +133,7 @@ class SourceOut(BaseModel):
 
 
 class Delivery(BaseModel):
-    topic: Annotated[str, WithJsonSchema(_TOPIC_SCHEMA)] | None = Field(
+    topic: Annotated[str, WithJsonSchema(TOPIC_JSON_SCHEMA)] | None = Field(
         None, description="Kafka topic for deliveries (default: the subscriber's own onyx.deliver.<subscriber id>). "
                           "A topic you name becomes yours: it must lie outside the overlay's onyx.* topics (422) and "
                           "not belong to another subscriber (409)")
@@ -151,10 +141,7 @@ class Delivery(BaseModel):
     @field_validator("topic")
     @classmethod
     def _legal_topic(cls, v: str | None) -> str | None:
-        if v is not None and (not _TOPIC.match(v) or v in (".", "..")):
-            raise ValueError("a Kafka topic name has 1-249 characters from letters, digits, '.', '_' and '-', "
-                             "and is not '.' or '..'")
-        return v
+        return legal_topic(v)
 
 
 class ProfileIn(BaseModel):

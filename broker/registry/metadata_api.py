@@ -13,11 +13,11 @@ A profile's document mirrors what the profile log says of it (:class:`ProfileFee
 """
 
 import json
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 from fastapi import FastAPI, HTTPException, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema, field_validator
 
 from broker import topics
 from broker.metadata.documents import Document, profile_document, source_document
@@ -26,7 +26,7 @@ from broker.metadata.provider import MetadataProvider
 from broker.packets import send_all
 from broker.registry.control_packets import Sender, source_dictionary
 from broker.registry.store import SourceRecord, Store
-from broker.registry.subscribers import Subscribers
+from broker.registry.subscribers import TOPIC_JSON_SCHEMA, Subscribers, legal_topic
 from catalog import RuleError
 from catalog.defaults import MAX_RULE_CHARS
 
@@ -76,11 +76,17 @@ class ProfileFeed:
 
 
 class MetadataSubscriptionIn(BaseModel):
-    rule: str = Field(min_length=1, max_length=MAX_RULE_CHARS,
+    rule: str = Field(min_length=1, max_length=MAX_RULE_CHARS, json_schema_extra={"format": "onyx-rule"},
                       description="a rule of MDV's language over the Onyx metadata schema, e.g. \"search Source s "
                                   "register s where s.schema.declares? = 'nitf' and s.rate > 100\"")
-    topic: str | None = Field(None, min_length=1, max_length=249,
+    topic: Annotated[str, WithJsonSchema(TOPIC_JSON_SCHEMA)] | None = Field(None,
                               description="where the changes go (default: the subscriber's own delivery topic)")
+
+
+    @field_validator("topic")
+    @classmethod
+    def _legal_topic(cls, v: str | None) -> str | None:
+        return legal_topic(v)
 
 
 class MetadataSubscriptionOut(BaseModel):
@@ -101,6 +107,7 @@ def add_metadata(app: FastAPI, store: Store, provider: MetadataProvider, subscri
     @app.post("/metadata/subscriptions", response_model=MetadataSubscriptionOut, response_model_exclude_none=True,
               status_code=201, summary="Subscribe to metadata changes by an MDV rule",
               operation_id="subscribe_metadata",
+              openapi_extra={"security": [{}]},  # with the SubscriberToken requirement: the token is optional
               responses=errors({400: "the body is not JSON", 401: "unknown subscriber token",
                                 409: "the topic belongs to another subscriber",
                                 413: "the body is too large",

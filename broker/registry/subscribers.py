@@ -22,6 +22,8 @@ and becomes the subscriber's, so nobody else can have deliveries written into it
 
 from __future__ import annotations
 
+import re
+
 import secrets
 from dataclasses import dataclass
 from typing import Iterable
@@ -30,6 +32,25 @@ from broker import topics
 from broker.registry.store import Store, SubscriberRecord, Transaction, hash_token
 from broker.registry.topic_admin import TopicAdmin
 
+
+# What JSON Schema can say of a delivery topic; the validator and the subscriber rules
+# (broker.topics.subscriber_topic_reason) say the same and more, with a reason.
+TOPIC_JSON_SCHEMA = {
+    "type": "string", "pattern": r"^[A-Za-z0-9._-]{1,249}$", "minLength": 1, "maxLength": 249,
+    "not": {"anyOf": [{"enum": [".", ".."]}, {"pattern": "^[Oo][Nn][Yy][Xx]([._-]|$)"}]},
+    "description": "a Kafka topic name (1-249 letters, digits, '.', '_', '-'; not '.' or '..') outside the overlay's "
+                   "onyx.* names (look-alikes with other case, '_' or '-' included); only your own default topic "
+                   "onyx.deliver.<subscriber id> may be named there",
+}
+
+
+
+def legal_topic(name: str | None) -> str | None:
+    """``name`` if Kafka takes it as a topic name (or it is ``None``), else :class:`ValueError`."""
+    if name is not None and (not re.match(TOPIC_JSON_SCHEMA["pattern"], name) or name in (".", "..")):
+        raise ValueError("a Kafka topic name has 1-249 characters from letters, digits, '.', '_' and '-', "
+                         "and is not '.' or '..'")
+    return name
 
 class SubscriberError(ValueError):
     """A subscriber request that cannot be granted; the message says what to do instead."""

@@ -117,3 +117,16 @@ def test_the_generated_queries_are_ones_the_cache_takes(text):
 @given(hooks.SCHEMAS)
 def test_the_generated_schemas_are_ones_a_source_may_name(text):
     assert source_dictionary(SourceRecord("s", "s", "b1", text, None, None)) is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(hooks.RULES)
+def test_the_generated_rules_are_ones_the_metadata_provider_takes(text):
+    from catalog import Backbone
+
+    from broker.metadata.onyx_schema import ONYX_SCHEMA
+
+    mdp = Backbone()
+    mdp.register_schema(ONYX_SCHEMA)
+    mdp.connect("probe", lambda delta: None)
+    mdp.subscribe("probe", text)  # what the description's onyx-rule format promises the positive cases

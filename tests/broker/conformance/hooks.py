@@ -2,7 +2,8 @@
 
 * Values for the description's custom string formats, grammars JSON Schema cannot state:
   ``onyx-profile`` (a profile's text: an XPath filter or a FLWR query),
-  ``onyx-query`` (an ad-hoc query: an element path and one predicate) and
+  ``onyx-query`` (an ad-hoc query: an element path and one predicate), ``onyx-rule`` (a
+  metadata subscription's rule) and
   ``onyx-schema`` (a source's DTD or XML Schema). With them the requests the description
   calls valid are ones the service must accept, so the positive checks hold it to its
   word; the parsers' refusals are exercised by the negative cases and the unit tests.
@@ -59,7 +60,20 @@ _declaration = st.one_of(_element, st.builds("<!ATTLIST {} {} CDATA #IMPLIED>".f
 SCHEMAS = st.builds(lambda first, rest: " ".join([first, *rest]), _element, st.lists(_declaration, max_size=4))
 """DTDs a source may name (the test module checks a sample with the service's own check)."""
 
+_path = st.sampled_from(["s.rate", "s.size", "s.name", "s.sourceId", "s.rootBroker.brokerId", "s.schema.kind",
+                         "s.schema.declares?", "s.dictionary.version"])
+_rule_predicate = st.one_of(
+    st.builds("{} {} {}".format, _path, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]),
+              st.integers(-1000, 1000).map(str)),
+    st.builds("{} {} '{}'".format, _path, st.sampled_from(["=", "!=", "contains"]), _value))
+RULES = st.builds(lambda preds, joiner: "search Source s register s" + (
+    " where " + f" {joiner} ".join(preds) if preds else ""), st.lists(_rule_predicate, max_size=3),
+    st.sampled_from(["and", "or"]))
+"""Metadata subscription rules (MDV's language over the Onyx schema) the provider accepts
+(``tests/broker/test_api_conformance.py`` checks a sample)."""
+
 schemathesis.openapi.format("onyx-profile", PROFILES)
+schemathesis.openapi.format("onyx-rule", RULES)
 schemathesis.openapi.format("onyx-schema", SCHEMAS)
 schemathesis.openapi.format("onyx-query", QUERIES)
 
