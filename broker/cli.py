@@ -106,7 +106,8 @@ def _cmd_subscribe(args: argparse.Namespace) -> int:
         return _subscribe_file(args)
     bootstrap, api_url = _endpoints(args)
     clients.subscribe(api_url, bootstrap, args.profile, _say, near=args.near, delivery_topic=args.delivery_topic,
-                      subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep)
+                      subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep,
+                      sse=args.sse)
     return 0
 
 
@@ -388,6 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     subscribe.add_argument("--subscriber-token", default=os.environ.get("ONYX_SUBSCRIBER_TOKEN"),
                            help="register for this subscriber (default $ONYX_SUBSCRIBER_TOKEN; unset: a new "
                            "subscriber, printed with --keep)")
+    subscribe.add_argument("--sse", action="store_true", help="read the deliveries from the registration service's "
+                           "event stream (GET /profiles/{id}/deliveries) instead of Kafka")
     subscribe.add_argument("--count", type=int, default=0, help="stop after N deliveries")
     subscribe.add_argument("--timeout", type=float, default=0.0, help="stop after S seconds")
     subscribe.add_argument("--keep", action="store_true", help="keep the profile registered (prints its token)")
