@@ -186,7 +186,11 @@ def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, 
              operation_id="console_events",
              responses={200: {"description": "an endless text/event-stream: an event `figures` (data: what GET "
                                              "/console/figures answers) every ONYX_CONSOLE_EVERY seconds",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                              "content": {"text/event-stream": {"schema": {  # each event's (OpenAPI 3.1)
+                                  "type": "object", "required": ["event", "data"],
+                                  "properties": {"event": {"const": "figures"},
+                                                 "data": {"type": "string", "contentMediaType": "application/json"},
+                                                 "retry": {"type": "integer"}}}}}},
                         **error_responses(_OPERATOR)})
     async def console_events(request: Request, x_onyx_admin_token: AdminTokenHeader = None,
                              bearer: AdminBearer = None) -> StreamingResponse:

@@ -23,6 +23,7 @@ import time
 
 from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
 
 from broker import config
 from broker.registry.app import PROFILE_TOKEN_HEADER, ProfileBearer, ProfileTokenHeader, check_token, \
@@ -49,15 +50,45 @@ def event(record: KafkaRecord, position: Position, profile_id: str) -> str:
     return f"id: {position.event_id()}\nevent: delivery\ndata: {json.dumps(data)}\n\n"
 
 
-_STREAM = {200: {"description": "an endless text/event-stream of events `delivery` (id: the record's Kafka offset; "
-                                "data: a JSON object with profile_id, message_id, topic, partition, offset, "
-                                "timestamp_ms and value, the delivered document)",
-                 "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+class DeliveryEvent(BaseModel):
+    """The data of one event ``delivery`` (a JSON object)."""
+
+    profile_id: str
+    message_id: str | None = Field(description="the onyx-message-id header: the same on every copy of a message")
+    topic: str = Field(description="the delivery topic")
+    partition: int
+    offset: int = Field(description="the record's Kafka offset (the event's id names it too)")
+    timestamp_ms: int
+    value: str = Field(description="the delivered document (the message, or a transformation's result)")
+
+
+# Schemathesis (and OpenAPI 3.1) read an event stream's schema as each event's: SSE's fields.
+_STREAM = {200: {"description": "an endless text/event-stream of events `delivery`, each with the id of its record "
+                                "(its Kafka offset) and a JSON object as data",
+                 "content": {"text/event-stream": {"schema": {
+                     "type": "object", "required": ["event", "data"],
+                     "properties": {"event": {"const": "delivery"}, "id": {"type": "string", "pattern": r"^\d+$|:"},
+                                    "data": {"type": "string", "contentMediaType": "application/json",
+                                             "contentSchema": DeliveryEvent.model_json_schema()},
+                                    "retry": {"type": "integer"}}}}}}}
+
+
+def link_from_registrations(app: FastAPI) -> None:
+    """Add to the OpenAPI links of the registrations (POST /profiles, :batch) one to the new
+    profile's delivery stream, with its token."""
+    for route in app.routes:
+        for answer in ((getattr(route, "openapi_extra", None) or {}).get("responses") or {}).values():
+            links = answer.get("links", {})
+            if "UpdateProfile" in links:
+                links["StreamDeliveries"] = {"operationId": "profile_deliveries",
+                                             "parameters": links["UpdateProfile"]["parameters"],
+                                             "description": "its deliveries as Server-Sent Events, with its token"}
 
 
 def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                    keepalive: float = config.SSE_KEEPALIVE_S) -> None:
-    """Add ``GET /profiles/{id}/deliveries`` to the service."""
+    """Add ``GET /profiles/{id}/deliveries`` to the service (and the links to it)."""
+    link_from_registrations(app)
 
     @app.get("/profiles/{profile_id}/deliveries", summary="A profile's deliveries as Server-Sent Events",
              operation_id="profile_deliveries", response_class=StreamingResponse,

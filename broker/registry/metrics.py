@@ -5,9 +5,7 @@ Helm chart's optional ``ServiceMonitor`` scrapes it). Guarded like the console's
 Counters (``_total``) are the brokers' own, since their streaming query started; gauges are
 what the figures were when gathered (at most ``ONYX_CONSOLE_EVERY`` seconds ago).
 
->>> from broker.registry.console import AdminBearer, operator_guard
-from broker.registry.app import AdminTokenHeader, error_responses
-from broker.registry.figures import Figures
+>>> from broker.registry.figures import Figures
 >>> figures = Figures(lambda: {"brokers": [{"broker": "b1", "running": True, "messages": 7, "lag": 2,
 ...     "routing": {"b1": {"links": 1, "atoms": 3}}, "false_positives": {"b2": 1}, "last_batch_ms": 40}]}, every=0)
 >>> text = exposition(FiguresCollector(figures, lambda: {"b1": 4}))
@@ -24,8 +22,8 @@ from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from broker.registry.console import AdminBearer, operator_guard
 from broker.registry.app import AdminTokenHeader, error_responses
+from broker.registry.console import AdminBearer, operator_guard
 from broker.registry.figures import Figures
 
 # (figure, metric name, help) of the brokers' counters

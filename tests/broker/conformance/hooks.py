@@ -84,9 +84,10 @@ class SubscriberToken:
         _header(case, "X-Onyx-Subscriber-Token", data)
 
 
-@schemathesis.auth().apply_to(path="/rebalance")
+@schemathesis.auth().apply_to(path_regex="^/(rebalance|metrics|console/.+)$")
 class AdminToken:
-    """The operator token the service under test was started with."""
+    """The operator token the service under test was started with (the operator endpoint,
+    the console's data, the metrics)."""
 
     def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> str:
         return os.environ[ADMIN_TOKEN_ENV]
@@ -95,7 +96,8 @@ class AdminToken:
         _header(case, "X-Onyx-Admin-Token", data)
 
 
-@schemathesis.auth(refresh_interval=None).apply_to(path="/profiles/{profile_id}", method=["PUT", "DELETE"])
+@schemathesis.auth(refresh_interval=None).apply_to(path="/profiles/{profile_id}", method=["PUT", "DELETE"]).apply_to(
+    path="/profiles/{profile_id}/deliveries", method="GET")
 class ProfileToken:
     """A profile's token, as the request carries it: the one the registration answered,
     which the description's links put in X-Onyx-Token (stateful phase), or else one no
