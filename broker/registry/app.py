@@ -24,6 +24,11 @@ included), the tokens as security schemes, the links between operations and the 
 (:mod:`broker.registry.limits`: request body sizes, 413; a rate of registrations per
 subscriber, 429 with ``Retry-After``); ``tests/broker/test_api_conformance.py`` holds the
 running service to it with schemathesis.
+
+A profile may also have its deliveries POSTed to a webhook (``delivery.webhook``, checked by
+:func:`broker.registry.webhooks.check_url`; its signing secret is returned once as
+``webhook_secret``); the delivery stream, the console and ``/metrics`` are added by
+:mod:`broker.registry.serve` from their own modules.
 """
 
 from __future__ import annotations
