@@ -141,7 +141,7 @@ class Dispatcher:
         return set(self.hooks)
 
     def _run(self) -> None:
-        from confluent_kafka import Consumer, Producer
+        from confluent_kafka import Consumer, KafkaException, Producer
 
         from broker.kafka_auth import librdkafka_options
 
@@ -169,15 +169,17 @@ class Dispatcher:
                 if not subscribed:
                     self._stop.wait(0.2)
                     continue
-                batch = consumer.consume(100, timeout=0.2)
-                for m in batch:
-                    if m.error() is not None:
-                        continue
-                    hook = self.hooks.get((m.key() or b"").decode(errors="replace"))
-                    if hook is not None and hook.delivery_topic == m.topic():
-                        self._deliver(hook, m, producer)
-                if batch:
-                    consumer.commit(asynchronous=False)
+                try:
+                    batch = [m for m in consumer.consume(100, timeout=0.2) if m.error() is None]
+                    for m in batch:
+                        hook = self.hooks.get((m.key() or b"").decode(errors="replace"))
+                        if hook is not None and hook.delivery_topic == m.topic():
+                            self._deliver(hook, m, producer)
+                    if batch:
+                        consumer.commit(asynchronous=False)
+                except KafkaException as exc:  # Kafka away, say: what was not committed is read again
+                    log.warning("webhook dispatcher: %s; trying again", exc)
+                    self._stop.wait(1.0)
         finally:
             producer.flush(10)
             consumer.close()
