@@ -215,7 +215,9 @@ def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, 
         return dead_letter_view(bootstrap_servers)
 
     @app.get("/console/profiles", response_model=ConsoleProfiles, summary="Search the profiles (console)",
-             operation_id="console_profiles", responses=errors)
+             operation_id="console_profiles",
+             responses=error_responses({**_OPERATOR, 422: "q is longer than 200 characters",
+                                        503: "the database cannot be reached"}))
     def console_profiles(q: str = Query("", max_length=200, description="words every listed profile's id, text, "
                                         "host broker, delivery topic or subscriber contains (case-insensitive)"),
                          x_onyx_admin_token: AdminTokenHeader = None, bearer: AdminBearer = None) -> ConsoleProfiles:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from broker import config
 from broker.registry.app import PROFILE_TOKEN_HEADER, ProfileBearer, ProfileTokenHeader, check_token, \
     error_responses, profile_token
-from broker.registry.kafka_reads import KafkaRecord, Position, follow
+from broker.registry.kafka_reads import EVENT_ID, KafkaRecord, Position, follow
 from broker.registry.store import Store
 
 
@@ -96,10 +96,11 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                  401: f"no token (send the profile's token as {PROFILE_TOKEN_HEADER} or Authorization: Bearer), "
                       "or one no profile has",
                  403: "another profile's token", 404: "no such profile",
-                 422: "Last-Event-ID is not an event id this stream sends", 503: "the service runs without Kafka"})})
+                 422: "Last-Event-ID is not an event id this stream sends (an offset, or partition:offset pairs)", 503: "the service runs without Kafka"})})
     async def deliveries(request: Request, profile_id: str,
-                         last_event_id: str | None = Header(None, alias="Last-Event-ID", description=(
-                             "the id of the last event received: the stream goes on right after it")),
+                         last_event_id: str | None = Header(None, alias="Last-Event-ID", pattern=EVENT_ID,
+                                                            description="the id of the last event received: the "
+                                                            "stream goes on right after it"),
                          from_start: bool = Query(False, description="without Last-Event-ID: start at the delivery "
                                                   "topic's first record instead of its end"),
                          x_onyx_token: ProfileTokenHeader = None, bearer: ProfileBearer = None) -> StreamingResponse:
@@ -107,11 +108,7 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
         token = profile_token(x_onyx_token, bearer)
         await asyncio.to_thread(check_token, store, profile_id, token, record)
         assert record is not None
-        try:
-            start = Position.parse(last_event_id) if last_event_id else (Position() if from_start else None)
-        except ValueError:
-            raise HTTPException(422, f"Last-Event-ID {last_event_id[:80]!r} is not an event id of this stream: send "
-                                     "the id of the last event received, or none to start from now") from None
+        start = Position.parse(last_event_id) if last_event_id else (Position() if from_start else None)
         if bootstrap_servers is None:
             raise HTTPException(503, "the service runs without Kafka: no deliveries to stream")
         stop = threading.Event()

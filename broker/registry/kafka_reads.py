@@ -70,6 +70,10 @@ def last_records(bootstrap: str, topic: str, n: int, timeout: float = 5.0) -> li
         consumer.close()
 
 
+EVENT_ID = r"^(\d{1,18}|\d{1,9}:(-1|\d{1,18})(,\d{1,9}:(-1|\d{1,18}))*)$"
+"""What an event id of :class:`Position` looks like (a Kafka offset is an int64)."""
+
+
 class Position(dict):
     """Where a reader of one topic is: partition -> the next offset to read. Written as an SSE
     event id it is the offset of the last record read (``"17"``; ``"0:17,1:4"`` for a topic
@@ -83,17 +87,10 @@ class Position(dict):
 
     @classmethod
     def parse(cls, text: str) -> "Position":
-        """The position after the record an event id names; :class:`ValueError` if it names none."""
-        text = text.strip()
+        """The position after the record an event id (matching :data:`EVENT_ID`) names."""
         if ":" not in text:
             return cls({0: int(text) + 1})
-        out = cls()
-        for part in text.split(","):
-            p, _, o = part.partition(":")
-            out[int(p)] = int(o) + 1
-        if any(p < 0 or o < 0 for p, o in out.items()):
-            raise ValueError(text)
-        return out
+        return cls({int(p): int(o) + 1 for p, _, o in (part.partition(":") for part in text.split(","))})
 
     def event_id(self) -> str:
         """The SSE event id of this position."""
