@@ -162,7 +162,7 @@ class Delivery(BaseModel):
 
 
 class DeliveryWithWebhook(Delivery):
-    webhook: str | None = Field(None, min_length=1, max_length=2000, pattern="^https?://", json_schema_extra={
+    webhook: str | None = Field(None, min_length=1, max_length=2000, json_schema_extra={
         "format": "onyx-webhook"}, description=(
         "also POST each delivery to this http(s) URL, signed with the webhook_secret the registration returns "
         "(X-Onyx-Signature: sha256=HMAC-SHA256(secret, '<X-Onyx-Timestamp>.<body>')), retried with backoff, "

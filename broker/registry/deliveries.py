@@ -98,9 +98,9 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                  403: "another profile's token", 404: "no such profile",
                  422: "Last-Event-ID is not an event id this stream sends (an offset, or partition:offset pairs)", 503: "the service runs without Kafka"})})
     async def deliveries(request: Request, profile_id: str,
-                         last_event_id: str | None = Header(None, alias="Last-Event-ID", pattern=EVENT_ID,
-                                                            description="the id of the last event received: the "
-                                                            "stream goes on right after it"),
+                         last_event_id: str = Header("", alias="Last-Event-ID", pattern=EVENT_ID,
+                                                     description="the id of the last event received: the stream "
+                                                     "goes on right after it (empty: none)"),
                          from_start: bool = Query(False, description="without Last-Event-ID: start at the delivery "
                                                   "topic's first record instead of its end"),
                          x_onyx_token: ProfileTokenHeader = None, bearer: ProfileBearer = None) -> StreamingResponse:

@@ -70,8 +70,8 @@ def last_records(bootstrap: str, topic: str, n: int, timeout: float = 5.0) -> li
         consumer.close()
 
 
-EVENT_ID = r"^(\d{1,18}|\d{1,9}:(-1|\d{1,18})(,\d{1,9}:(-1|\d{1,18}))*)$"
-"""What an event id of :class:`Position` looks like (a Kafka offset is an int64)."""
+EVENT_ID = r"^(|\d{1,18}|\d{1,9}:(-1|\d{1,18})(,\d{1,9}:(-1|\d{1,18}))*)$"
+"""What an event id of :class:`Position` looks like (a Kafka offset is an int64), or nothing."""
 
 
 class Position(dict):
