@@ -73,10 +73,12 @@ _STREAM = {200: {"description": "an endless text/event-stream of events `deliver
                                     "retry": {"type": "integer"}}}}}}}
 
 
-def link_from_registrations(app: FastAPI) -> None:
-    """Add to the OpenAPI links of the registrations (POST /profiles, :batch) one to the new
-    profile's delivery stream, with its token."""
+def link_from_registration(app: FastAPI) -> None:
+    """Add to the OpenAPI links of ``POST /profiles`` one to the new profile's delivery stream,
+    with its token (not to ``:batch``'s, whose first item may have been refused)."""
     for route in app.routes:
+        if getattr(route, "operation_id", None) != "register_profile":
+            continue
         for answer in ((getattr(route, "openapi_extra", None) or {}).get("responses") or {}).values():
             links = answer.get("links", {})
             if "UpdateProfile" in links:
@@ -88,7 +90,7 @@ def link_from_registrations(app: FastAPI) -> None:
 def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                    keepalive: float = config.SSE_KEEPALIVE_S) -> None:
     """Add ``GET /profiles/{id}/deliveries`` to the service (and the links to it)."""
-    link_from_registrations(app)
+    link_from_registration(app)
 
     @app.get("/profiles/{profile_id}/deliveries", summary="A profile's deliveries as Server-Sent Events",
              operation_id="profile_deliveries", response_class=StreamingResponse,
