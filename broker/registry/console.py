@@ -20,9 +20,7 @@ import asyncio
 import json
 import secrets
 from importlib import resources
-from typing import Any
-
-from typing import Annotated
+from typing import Annotated, Callable
 
 from fastapi import FastAPI, HTTPException, Query, Request, Security
 from fastapi.responses import HTMLResponse, StreamingResponse
@@ -113,10 +111,19 @@ _OPERATOR = {401: f"the service has an operator token and the request did not se
                   "Authorization: Bearer)"}
 
 
-def operator_guard(admin_token: str | None):
-    """A check that a request may read the console's data (see the module docstring)."""
+def operator_guard(admin_token: str | None) -> Callable[[str | None, HTTPAuthorizationCredentials | None], None]:
+    """A check that a request may read the console's data (see the module docstring):
+    :class:`OperatorTokenError` (401) unless it sent ``admin_token`` (any request, without one).
 
-    def check(header: str | None, bearer: Any) -> None:
+    >>> operator_guard(None)(None, None)
+    >>> operator_guard("t")("t", None)
+    >>> operator_guard("t")("x", None)
+    Traceback (most recent call last):
+    ...
+    broker.registry.console.OperatorTokenError: 401: this needs the operator token ...
+    """
+
+    def check(header: str | None, bearer: HTTPAuthorizationCredentials | None) -> None:
         if admin_token is None:
             return
         given = header or (bearer.credentials if bearer is not None else None)
@@ -157,7 +164,7 @@ def dead_letter_view(bootstrap: str | None, n: int = config.CONSOLE_DEAD_LETTERS
 
 
 def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, admin_token: str | None,
-                bootstrap_servers: str | None, webhook_profiles=lambda: set()) -> None:
+                bootstrap_servers: str | None, webhook_profiles: Callable[[], set[str]] = set) -> None:
     """Add the console's page and endpoints to the service (``webhook_profiles()``: the ids of
     the profiles with a webhook)."""
     guard = operator_guard(admin_token)

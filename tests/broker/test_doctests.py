@@ -12,7 +12,7 @@ MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscriber
            "broker.dataplane.plan", "broker.control.state_log", "broker.dataplane.sink", "broker.spark.daemon",
            "broker.clients", "broker.registry.limits", "broker.registry.queries", "broker.query_client",
            "broker.registry.figures", "broker.registry.kafka_reads", "broker.registry.metrics",
-           "broker.registry.webhooks", "broker.registry.deliveries"]
+           "broker.registry.webhooks", "broker.registry.deliveries", "broker.registry.console"]
 
 
 @pytest.mark.parametrize("name", MODULES)
