@@ -32,6 +32,7 @@ ARTIFACTS = config.RUN_DIR / "artifacts"
 PROBE = b"<nitf><head><title>probe</title></head><body><body.head><hedline><hl1>probe</hl1></hedline>" \
         b"</body.head></body></nitf>"
 ATTEMPTS = 3  # ONYX_WEBHOOK_ATTEMPTS of the overlay below
+ADMIN = "console-operator-token"  # its ONYX_ADMIN_TOKEN: the console's data and /metrics need it
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def env(tmp_path_factory):
     return {**os.environ, "ONYX_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1",
             # the webhook receivers of these tests listen on loopback, which an operator must allow
             "ONYX_WEBHOOK_ALLOW_PRIVATE": "1", "ONYX_WEBHOOK_ATTEMPTS": str(ATTEMPTS), "ONYX_WEBHOOK_BACKOFF": "0.2",
-            "ONYX_SSE_KEEPALIVE": "1", "ONYX_CONSOLE_EVERY": "1"}
+            "ONYX_SSE_KEEPALIVE": "1", "ONYX_CONSOLE_EVERY": "1", "ONYX_ADMIN_TOKEN": ADMIN}
 
 
 def onyx(env, *args, timeout=300):
@@ -63,11 +64,20 @@ def probe(overlay, n=2) -> list[str]:
     return publish(overlay["bootstrap_servers"], overlay["source_topic"], [("probe", PROBE)] * n, progress=False)
 
 
+def operator_get(url: str) -> tuple[str, str]:
+    """GET an operator endpoint with the operator token: (content type, body)."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {ADMIN}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return answer.headers["Content-Type"], answer.read().decode()
+
+
 def metrics(url: str) -> dict[str, float]:
     """``/metrics`` as {'name{labels}': value}."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
-        assert answer.headers["Content-Type"].startswith("text/plain")
-        text = answer.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{url}/metrics", timeout=30)
+    assert refused.value.code == 401  # not without the operator token
+    content_type, text = operator_get(f"{url}/metrics")
+    assert content_type.startswith("text/plain")
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line and not line.startswith("#")}
 
@@ -227,7 +237,7 @@ def test_webhooks_are_signed_and_a_failing_one_ends_in_the_dead_letter_topic(ove
             assert time.monotonic() < deadline, f"{len(good.posts)} signed POSTs, dead letters {dead}"
             probe(overlay, 1)
             time.sleep(3)
-            dead = [d for d in api("GET", f"{url}/console/dead-letters") if bad_url in d["reason"]]
+            dead = [d for d in json.loads(operator_get(f"{url}/console/dead-letters")[1]) if bad_url in d["reason"]]
         for headers, body in good.posts:
             assert headers[SIGNATURE_HEADER] == sign(ok["webhook_secret"], headers[TIMESTAMP_HEADER], body)
             assert headers["X-Onyx-Profile-Id"] == ok["profile_id"] and b"<hl1>probe</hl1>" in body
@@ -259,7 +269,7 @@ def test_the_console_in_a_real_browser_shows_six_brokers_and_messages_rising(ove
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{overlay['api_url']}/console")
+            page.goto(f"{overlay['api_url']}/console#token={ADMIN}")  # the page keeps it, out of the URL
             page.wait_for_function("document.querySelectorAll('#brokers tbody tr').length === 6", timeout=60_000)
             page.wait_for_function("document.querySelectorAll('#graph circle.broker').length === 6", timeout=30_000)
             rows = page.eval_on_selector_all("#brokers tbody tr", "rows => rows.map(r => r.dataset.broker)")
@@ -283,7 +293,7 @@ def test_the_console_in_a_real_browser_shows_six_brokers_and_messages_rising(ove
                                    timeout=30_000)
             time.sleep(3)  # a few more points on the plots
             page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
-            assert page.inner_text("#stream-status") == "live"
+            assert page.inner_text("#stream-status") == "live" and "#token" not in page.url
         finally:
             browser.close()
             for p in kept:
