@@ -8,9 +8,10 @@ what the figures were when gathered (at most ``ONYX_CONSOLE_EVERY`` seconds ago)
 >>> from broker.registry.figures import Figures
 >>> figures = Figures(lambda: {"brokers": [{"broker": "b1", "running": True, "messages": 7, "lag": 2,
 ...     "routing": {"b1": {"links": 1, "atoms": 3}}, "false_positives": {"b2": 1}, "last_batch_ms": 40}]}, every=0)
->>> text = exposition(FiguresCollector(figures, lambda: {"b1": 4}))
->>> [line for line in text.splitlines() if line.startswith(("onyx_messages_in_total", "onyx_lag_records"))]
-['onyx_messages_in_total{broker="b1"} 7.0', 'onyx_lag_records{broker="b1"} 2.0']
+>>> text = exposition(FiguresCollector(figures, lambda: {"b1": 4}, lambda: {"dead_lettered": 1}))
+>>> [line for line in text.splitlines() if line.startswith(("onyx_messages_in_total", "onyx_lag_records",
+...                                                         "onyx_webhook_dead_lettered_total"))]
+['onyx_messages_in_total{broker="b1"} 7.0', 'onyx_lag_records{broker="b1"} 2.0', 'onyx_webhook_dead_lettered_total 1.0']
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ COUNTERS = (
 class FiguresCollector:
     """A Prometheus collector over :class:`Figures` and the profiles hosted per broker."""
 
-    def __init__(self, figures: Figures, hosted: Callable[[], dict[str, int]]) -> None:
+    def __init__(self, figures: Figures, hosted: Callable[[], dict[str, int]],
+                 webhooks: Callable[[], dict[str, int]] = dict) -> None:
         self.figures = figures
         self.hosted = hosted
+        self.webhooks = webhooks  # the webhook dispatcher's counts (posted, retried, dead_lettered)
 
     def collect(self) -> Iterator[Metric]:
         snap = self.figures.snapshot()
@@ -81,6 +84,11 @@ class FiguresCollector:
         for broker, n in sorted(self.hosted().items()):
             hosted.add_metric([broker], float(n))
         yield hosted
+        for key, n in sorted(self.webhooks().items()):
+            family = CounterMetricFamily(f"onyx_webhook_{key}", f"webhook deliveries {key.replace('_', '-')} by "
+                                         "the registration service since it started")
+            family.add_metric([], float(n))
+            yield family
         age = GaugeMetricFamily("onyx_figures_timestamp_seconds", "when the brokers' figures were gathered (0: the "
                                 "service runs no brokers)")
         age.add_metric([], float(snap["time"]))
@@ -94,10 +102,11 @@ def exposition(collector: FiguresCollector) -> str:
     return generate_latest(registry).decode()
 
 
-def add_metrics(app: FastAPI, figures: Figures, hosted: Callable[[], dict[str, int]], admin_token: str | None) -> None:
+def add_metrics(app: FastAPI, figures: Figures, hosted: Callable[[], dict[str, int]], admin_token: str | None,
+                webhooks: Callable[[], dict[str, int]] = dict) -> None:
     """Add ``GET /metrics`` to the service."""
     guard = operator_guard(admin_token)
-    collector = FiguresCollector(figures, hosted)
+    collector = FiguresCollector(figures, hosted, webhooks)
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="The brokers' figures for Prometheus",
              operation_id="metrics",

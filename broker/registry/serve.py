@@ -65,7 +65,7 @@ def build_app(settings: ServiceSettings):
     add_console(app, store, settings.overlay, figures, settings.admin_token, settings.bootstrap_servers,
                 webhooks.profiles)
     add_metrics(app, figures, lambda: {b: 0 for b in settings.overlay.brokers} | store.profile_counts(),
-                settings.admin_token)
+                settings.admin_token, lambda: dict(webhooks.counts))
     app.router.on_startup.append(webhooks.start)
     app.router.on_shutdown.extend([webhooks.stop, sender.close, admin.close])
     return app

@@ -125,6 +125,7 @@ class Dispatcher:
         self.limiter = limiter or RateLimiter(config.WEBHOOK_RATE, config.WEBHOOK_BURST)
         self.refresh = refresh
         self.hooks: dict[str, WebhookRecord] = {}
+        self.counts = {"posted": 0, "retried": 0, "dead_lettered": 0}  # since the service started (/metrics)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="onyx-webhooks", daemon=True)
 
@@ -202,9 +203,11 @@ class Dispatcher:
             if attempt:
                 if self._stop.wait(self.backoff * 2 ** (attempt - 1)):
                     return
+            self.counts["retried"] += bool(attempt)
             try:
                 check_url(hook.url, self.allow_private)
                 post(hook, m.value() or b"", extra, self.timeout)
+                self.counts["posted"] += 1
                 return
             except WebhookRefusedError as exc:
                 last = str(exc)
@@ -218,3 +221,4 @@ class Dispatcher:
         _, key, value, out = packets.dead_letter(reason, m.topic(), m.key(), m.value(), list(headers.items()))
         producer.produce(topics.DEAD_LETTER, value, key, headers=out)
         producer.flush(10)
+        self.counts["dead_lettered"] += 1

@@ -245,6 +245,9 @@ def test_webhooks_are_signed_and_a_failing_one_ends_in_the_dead_letter_topic(ove
         assert "HTTP 500" in dead[0]["reason"] and "<hl1>probe</hl1>" in dead[0]["preview"]
         assert len(bad.posts) >= ATTEMPTS
         assert all(h["X-Onyx-Profile-Id"] == broken["profile_id"] for h, _ in bad.posts)
+        counted = metrics(url)
+        assert counted["onyx_webhook_posted_total"] >= len(good.posts)
+        assert counted["onyx_webhook_dead_lettered_total"] >= len(dead)
         for p in (ok, broken):
             api("DELETE", f"{url}/profiles/{p['profile_id']}", token=p["token"])
     finally:

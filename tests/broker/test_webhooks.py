@@ -87,6 +87,7 @@ def test_failures_are_retried_with_growing_waits_then_dead_lettered(dispatcher):
     assert topic == topics.DEAD_LETTER and key == b"p1" and value == b"<nitf/>"
     assert "failed 3 times" in reason and "HTTP 502" in reason and dict(headers)[packets.ORIGIN] == b"onyx.deliver.s1"
     assert dict(headers)["onyx-message-id"] == b"m3"
+    assert dispatcher.counts == {"posted": 0, "retried": 2, "dead_lettered": 1}
 
 
 def test_a_retry_that_succeeds_is_not_dead_lettered(dispatcher):
