@@ -98,7 +98,8 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                  401: f"no token (send the profile's token as {PROFILE_TOKEN_HEADER} or Authorization: Bearer), "
                       "or one no profile has",
                  403: "another profile's token", 404: "no such profile",
-                 422: "Last-Event-ID is not an event id this stream sends (an offset, or partition:offset pairs)", 503: "the service runs without Kafka"})})
+                 422: "Last-Event-ID is not an event id this stream sends (an offset, or partition:offset pairs)",
+                 503: "the service runs without Kafka"})})
     async def deliveries(request: Request, profile_id: str,
                          last_event_id: str = Header("", alias="Last-Event-ID", pattern=EVENT_ID,
                                                      description="the id of the last event received: the stream "

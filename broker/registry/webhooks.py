@@ -146,8 +146,9 @@ class Dispatcher:
 
         from broker.kafka_auth import librdkafka_options
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{GROUP}-{self.store.identity()}", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 2000,
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{GROUP}-{self.store.identity()}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "topic.metadata.refresh.interval.ms": 2000,
                              **librdkafka_options()})
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", **librdkafka_options()})
         subscribed: set[str] = set()
