@@ -153,14 +153,12 @@ class Dispatcher:
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", **librdkafka_options()})
         subscribed: set[str] = set()
         checked = 0.0
+        read_at = 0.0  # wall-clock time of the last read of the webhooks
         try:
             while not self._stop.is_set():
                 if time.monotonic() - checked >= self.refresh:
                     checked = time.monotonic()
-                    try:
-                        self.hooks = {h.profile_id: h for h in self.store.webhooks()}
-                    except Exception as exc:  # the database away: the webhooks known stay served
-                        log.warning("cannot read the webhooks: %s", exc)
+                    read_at = self._read_hooks()
                     wanted = {h.delivery_topic for h in self.hooks.values()}
                     if wanted != subscribed:
                         if wanted:
@@ -174,7 +172,11 @@ class Dispatcher:
                 try:
                     batch = [m for m in consumer.consume(100, timeout=0.2) if m.error() is None]
                     for m in batch:
-                        hook = self.hooks.get((m.key() or b"").decode(errors="replace"))
+                        key = (m.key() or b"").decode(errors="replace")
+                        if key not in self.hooks and m.timestamp()[1] / 1000 >= read_at:
+                            # written after the last read: maybe by a profile whose webhook came since
+                            read_at = self._read_hooks()
+                        hook = self.hooks.get(key)
                         if hook is not None and hook.delivery_topic == m.topic():
                             self._deliver(hook, m, producer)
                     if batch:
@@ -185,6 +187,15 @@ class Dispatcher:
         finally:
             producer.flush(10)
             consumer.close()
+
+    def _read_hooks(self) -> float:
+        """Read the webhooks from the store (keeping the ones known if it fails); when."""
+        at = time.time()
+        try:
+            self.hooks = {h.profile_id: h for h in self.store.webhooks()}
+        except Exception as exc:  # the database away: the webhooks known stay served
+            log.warning("cannot read the webhooks: %s", exc)
+        return at
 
     def _deliver(self, hook: WebhookRecord, m, producer) -> None:
         """POST one delivery, with retries; dead-letter it if every attempt failed."""
