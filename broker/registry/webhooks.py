@@ -171,12 +171,12 @@ class Dispatcher:
                     continue
                 try:
                     batch = [m for m in consumer.consume(100, timeout=0.2) if m.error() is None]
+                    if any((m.key() or b"").decode(errors="replace") not in self.hooks
+                           and m.timestamp()[1] / 1000 >= read_at for m in batch):
+                        # written after the last read: maybe for a webhook registered since (one read a batch)
+                        read_at = self._read_hooks()
                     for m in batch:
-                        key = (m.key() or b"").decode(errors="replace")
-                        if key not in self.hooks and m.timestamp()[1] / 1000 >= read_at:
-                            # written after the last read: maybe by a profile whose webhook came since
-                            read_at = self._read_hooks()
-                        hook = self.hooks.get(key)
+                        hook = self.hooks.get((m.key() or b"").decode(errors="replace"))
                         if hook is not None and hook.delivery_topic == m.topic():
                             self._deliver(hook, m, producer)
                     if batch:
