@@ -259,7 +259,7 @@ def test_the_console_in_a_real_browser_shows_six_brokers_and_messages_rising(ove
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed (make chromium installs it)")
-    from playwright.sync_api import sync_playwright
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     # Last in this module: the dead letters of the webhook test are there to see. A few profiles
