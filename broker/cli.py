@@ -104,7 +104,8 @@ def _cmd_subscribe(args: argparse.Namespace) -> int:
         raise SetupError("give one PROFILE, or --file FILE with one profile per line (not both)")
     if args.file is not None:
         return _subscribe_file(args)
-    bootstrap, api_url = _endpoints(args)
+    # Over the event stream only the service is needed: no Kafka address, no local overlay.
+    bootstrap, api_url = (None, args.api) if args.sse and args.api else _endpoints(args)
     clients.subscribe(api_url, bootstrap, args.profile, _say, near=args.near, delivery_topic=args.delivery_topic,
                       subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep,
                       sse=args.sse)

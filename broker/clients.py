@@ -248,14 +248,17 @@ def stream_deliveries(api_url: str, profile_id: str, token: str, *, last_event_i
         time.sleep(1.0)  # the stream ended or broke: connect again after the last event
 
 
-def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | None = None,
+def subscribe(api_url: str, bootstrap: str | None, text: str, say: Say, *, near: str | None = None,
               delivery_topic: str | None = None, subscriber_token: str | None = None, count: int = 0,
               timeout: float = 0.0, keep: bool = False, sse: bool = False) -> int:
     """Register ``text`` (for the subscriber of ``subscriber_token``, else a new one),
     print its deliveries as they arrive; stop after ``count`` deliveries or ``timeout``
     seconds (0: until Ctrl-C); delete the profile at the end unless ``keep``. Returns
     the number of deliveries. With ``sse`` the deliveries come from the service's event
-    stream (:func:`stream_deliveries`) instead of Kafka: no Kafka client is needed."""
+    stream (:func:`stream_deliveries`) instead of Kafka: no Kafka client is needed (``bootstrap``
+    may be None)."""
+    if bootstrap is None and not sse:
+        raise ApiError("reading deliveries from Kafka needs its address (--bootstrap-servers), or use --sse")
     body = {"text": text, **({"near": near} if near else {}),
             **({"delivery": {"topic": delivery_topic}} if delivery_topic else {})}
     reg = api("POST", f"{api_url}/profiles", body, subscriber_token=subscriber_token)
