@@ -39,6 +39,21 @@ log = logging.getLogger("onyx.service.recovery")
 Repair = tuple[str, ProfileRecord]  # (op, record) as announce_changes takes them
 
 
+def _end_offset(consumer, tp, deadline: float) -> int:
+    """The end offset of ``tp``; asked again while its leader is not known yet (a topic just
+    created: Kafka answers NOT_LEADER_FOR_PARTITION for a moment), until ``deadline``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART)
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(1.0, deadline - time.monotonic()))[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in settling or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def announced(bootstrap_servers: str, origin: str, timeout_s: float = 60.0) -> dict[str, ProfileRecord | None]:
     """The last record per profile on the profile log (``None``: a tombstone) written by
     the service of database ``origin`` (its :data:`~broker.registry.control_packets.ORIGIN`
@@ -54,7 +69,7 @@ def announced(bootstrap_servers: str, origin: str, timeout_s: float = 60.0) -> d
     try:
         meta = consumer.list_topics(topics.PROFILES, timeout=timeout_s).topics.get(topics.PROFILES)
         parts = [TopicPartition(topics.PROFILES, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)] if meta else []
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=timeout_s)[1] for tp in parts}
+        ends = {tp.partition: _end_offset(consumer, tp, time.monotonic() + timeout_s) for tp in parts}
         live = [tp for tp in parts if ends[tp.partition] > 0]
         if not live:
             return out
