@@ -16,7 +16,7 @@ space := $(empty) $(empty)
 TOOLS_STAMP   := .tools/stamps/helm-$(HELM_VERSION)_kubeconform-$(KUBECONFORM_VERSION)
 SCHEMAS_STAMP := .tools/stamps/schemas_strimzi-$(STRIMZI_VERSION)_k8s-$(subst $(space),-,$(K8S_VERSIONS))
 
-.PHONY: setup venv jvm run test fuzz bench clean check-tools k8s-tools k8s-schemas k8s-validate image kcat
+.PHONY: setup venv jvm run test fuzz bench clean check-tools k8s-tools k8s-schemas k8s-validate image kcat chromium
 
 setup: venv jvm
 
@@ -71,7 +71,11 @@ image: jvm
 kcat:
 	@deploy/install-kcat.sh
 
-test: setup k8s-validate kcat
+# Chromium (Debian's package) for the console's test in a real headless browser.
+chromium:
+	@deploy/install-chromium.sh
+
+test: setup k8s-validate kcat chromium
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests (exit 5); the suite is missing" >&2; fi; \
 	exit $$rc

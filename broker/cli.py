@@ -104,9 +104,11 @@ def _cmd_subscribe(args: argparse.Namespace) -> int:
         raise SetupError("give one PROFILE, or --file FILE with one profile per line (not both)")
     if args.file is not None:
         return _subscribe_file(args)
-    bootstrap, api_url = _endpoints(args)
+    # Over the event stream only the service is needed: no Kafka address, no local overlay.
+    bootstrap, api_url = (None, args.api) if args.sse and args.api else _endpoints(args)
     clients.subscribe(api_url, bootstrap, args.profile, _say, near=args.near, delivery_topic=args.delivery_topic,
-                      subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep)
+                      subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep,
+                      sse=args.sse)
     return 0
 
 
@@ -403,6 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     subscribe.add_argument("--subscriber-token", default=os.environ.get("ONYX_SUBSCRIBER_TOKEN"),
                            help="register for this subscriber (default $ONYX_SUBSCRIBER_TOKEN; unset: a new "
                            "subscriber, printed with --keep)")
+    subscribe.add_argument("--sse", action="store_true", help="read the deliveries from the registration service's "
+                           "event stream (GET /profiles/{id}/deliveries) instead of Kafka")
     subscribe.add_argument("--count", type=int, default=0, help="stop after N deliveries")
     subscribe.add_argument("--timeout", type=float, default=0.0, help="stop after S seconds")
     subscribe.add_argument("--keep", action="store_true", help="keep the profile registered (prints its token)")

@@ -181,13 +181,84 @@ class TopicTail:
         self.consumer.close()
 
 
-def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | None = None,
+class SseEvent(NamedTuple):
+    """One Server-Sent Event (``id`` as the stream last set it)."""
+
+    id: str | None
+    event: str
+    data: str
+
+
+def sse_events(lines: Iterable[bytes]) -> Iterator[SseEvent | None]:
+    r"""The events of a text/event-stream, read line by line; ``None`` for a comment (a
+    keep-alive), so a reader may look at the clock.
+
+    >>> list(sse_events([b": hi\n", b"id: 4\n", b"event: delivery\n", b"data: {}\n", b"\n"]))
+    [None, SseEvent(id='4', event='delivery', data='{}')]
+    """
+    event_id, name, data = None, "message", []
+    for raw in lines:
+        line = raw.decode(errors="replace").rstrip("\r\n")
+        if not line:
+            if data:
+                yield SseEvent(event_id, name, "\n".join(data))
+            name, data = "message", []
+        elif line.startswith(":"):
+            yield None
+        else:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "id":
+                event_id = value
+            elif field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+
+
+def stream_deliveries(api_url: str, profile_id: str, token: str, *, last_event_id: str | None = None,
+                      from_start: bool = False, timeout: float = 60.0) -> Iterator[dict | None]:
+    """A profile's deliveries from ``GET /profiles/{id}/deliveries`` (Server-Sent Events), each
+    the event's JSON data plus ``event_id``; ``None`` at each keep-alive. A lost connection is
+    made again with ``Last-Event-ID`` (the last event received), so nothing is lost or repeated;
+    a refusal (a bad token, say) is an :class:`ApiError`. ``from_start``: the first connection
+    reads the delivery topic from its first record, not from now."""
+    while True:
+        headers = {"Accept": "text/event-stream", "X-Onyx-Token": token,
+                   **({"Last-Event-ID": last_event_id} if last_event_id else {})}
+        url = f"{api_url}/profiles/{profile_id}/deliveries" + ("?from_start=true" if from_start else "")
+        try:
+            resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+        except urllib.error.HTTPError:
+            with answered("GET", url, timeout):
+                raise
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(1.0)  # the service is away for now: try again
+            continue
+        try:
+            with resp:
+                for ev in sse_events(resp):
+                    if ev is None:
+                        yield None
+                    elif ev.event == "delivery":
+                        last_event_id, from_start = ev.id, False
+                        yield {**json.loads(ev.data), "event_id": ev.id}
+        except (ConnectionError, TimeoutError, OSError):
+            pass
+        time.sleep(1.0)  # the stream ended or broke: connect again after the last event
+
+
+def subscribe(api_url: str, bootstrap: str | None, text: str, say: Say, *, near: str | None = None,
               delivery_topic: str | None = None, subscriber_token: str | None = None, count: int = 0,
-              timeout: float = 0.0, keep: bool = False) -> int:
+              timeout: float = 0.0, keep: bool = False, sse: bool = False) -> int:
     """Register ``text`` (for the subscriber of ``subscriber_token``, else a new one),
     print its deliveries as they arrive; stop after ``count`` deliveries or ``timeout``
     seconds (0: until Ctrl-C); delete the profile at the end unless ``keep``. Returns
-    the number of deliveries."""
+    the number of deliveries. With ``sse`` the deliveries come from the service's event
+    stream (:func:`stream_deliveries`) instead of Kafka: no Kafka client is needed (``bootstrap``
+    may be None)."""
+    if bootstrap is None and not sse:
+        raise ApiError("reading deliveries from Kafka needs its address (--bootstrap-servers), or use --sse")
     body = {"text": text, **({"near": near} if near else {}),
             **({"delivery": {"topic": delivery_topic}} if delivery_topic else {})}
     reg = api("POST", f"{api_url}/profiles", body, subscriber_token=subscriber_token)
@@ -195,26 +266,33 @@ def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | 
     # A new subscriber's own topic is new: read it all. Otherwise from now on: a new
     # profile matches nothing before its routing query has reached the root brokers.
     fresh = "subscriber_token" in reg and reg["delivery_topic"] == topics.delivery_topic(reg["subscriber_id"])
-    reader = TopicTail(bootstrap, [reg["delivery_topic"]], from_start=fresh)
-    say(f"registered profile {pid} on broker {reg['host_broker']}; deliveries on {reg['delivery_topic']}"
+    if sse:
+        reader = None
+        records = (None if d is None else (d["message_id"] or "?", d["value"].encode())
+                   for d in stream_deliveries(api_url, pid, reg["token"], from_start=fresh))
+    else:
+        reader = TopicTail(bootstrap, [reg["delivery_topic"]], from_start=fresh)
+        records = _kafka_deliveries(reader, reg["delivery_topic"], pid)
+    say(f"registered profile {pid} on broker {reg['host_broker']}; deliveries on "
+        f"{'the event stream of ' if sse else ''}{reg['delivery_topic']}"
         + ("" if keep else " (deleted again when this stops)"))
     received = 0
     deadline = time.monotonic() + timeout if timeout else None
     try:
-        while (not count or received < count) and (deadline is None or time.monotonic() < deadline):
-            for r in reader:
-                if r.topic != reg["delivery_topic"] or r.key != pid.encode():
-                    continue
+        for got in records:
+            if got is not None:
+                mid, value = got
                 received += 1
-                mid = dict(r.headers).get("onyx-message-id", b"?").decode(errors="replace")
-                preview = r.value[:160].decode(errors="replace").replace("\n", " ")
-                say(f"[{time.strftime('%H:%M:%S')}] message {mid} ({len(r.value)} bytes): {preview}")
-                if count and received >= count:
-                    break
+                preview = value[:160].decode(errors="replace").replace("\n", " ")
+                say(f"[{time.strftime('%H:%M:%S')}] message {mid} ({len(value)} bytes): {preview}")
+            if (count and received >= count) or (deadline is not None and time.monotonic() >= deadline):
+                break
     except KeyboardInterrupt:
         pass
     finally:
-        reader.close()
+        records.close()
+        if reader is not None:
+            reader.close()
         if keep:
             say(f"kept profile {pid}; its token (needed to update or delete it): {reg['token']}")
             if "subscriber_token" in reg:
@@ -225,6 +303,15 @@ def subscribe(api_url: str, bootstrap: str, text: str, say: Say, *, near: str | 
             say(f"deleted profile {pid}")
     say(f"{received} deliveries")
     return received
+
+
+def _kafka_deliveries(reader: TopicTail, topic: str, pid: str) -> Iterator[tuple[str, bytes] | None]:
+    """``(message id, value)`` of the profile's records on ``topic``; ``None`` after each quiet half second."""
+    while True:
+        for r in reader:
+            if r.topic == topic and r.key == pid.encode():
+                yield dict(r.headers).get("onyx-message-id", b"?").decode(errors="replace"), r.value
+        yield None
 
 
 BATCH = 10_000  # profiles per POST /profiles:batch, the service's most

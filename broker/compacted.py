@@ -8,6 +8,21 @@ import time
 from collections.abc import Iterator
 
 
+def _end_offset(consumer, tp, deadline: float) -> int:
+    """The end offset of ``tp``; asked again while its leader is not known yet (a topic just
+    created: Kafka answers NOT_LEADER_FOR_PARTITION for a moment), until ``deadline``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART)
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(1.0, deadline - time.monotonic()))[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in settling or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_to_end(bootstrap_servers: str, topic: str, timeout_s: float = 60.0) -> Iterator:
     """The records of ``topic`` (confluent-kafka messages), partition by partition in offset
     order, up to the end offsets of the moment it starts; :class:`RuntimeError` if that end is
@@ -21,7 +36,7 @@ def read_to_end(bootstrap_servers: str, topic: str, timeout_s: float = 60.0) -> 
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)] if meta else []
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=timeout_s)[1] for tp in parts}
+        ends = {tp.partition: _end_offset(consumer, tp, time.monotonic() + timeout_s) for tp in parts}
         live = [tp for tp in parts if ends[tp.partition] > 0]
         if not live:
             return

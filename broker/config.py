@@ -213,3 +213,42 @@ at 100,000 profiles is some 17,000 documents: many packets, each well under Kafk
 METADATA_BATCH_S = float(os.environ.get("ONYX_METADATA_BATCH", "0.5"))
 """Seconds the metadata provider collects profiles' documents before it filters them as one
 batch (MDV section 4: batched registration); sources are filtered as they are registered."""
+
+# -- the operator console, push delivery and metrics of the registration service -------------
+
+CONSOLE_EVERY_S = float(os.environ.get("ONYX_CONSOLE_EVERY", "2"))
+"""How often the console's event stream (``GET /console/events``) sends the brokers' figures, and
+how old the figures ``/metrics`` and the console show may be (ONYX_CONSOLE_EVERY, seconds): the
+figures are gathered once per interval however many clients watch."""
+
+CONSOLE_DEAD_LETTERS = int(os.environ.get("ONYX_CONSOLE_DEAD_LETTERS", "50"))
+"""How many of the dead-letter topic's last records ``GET /console/dead-letters`` shows
+(ONYX_CONSOLE_DEAD_LETTERS)."""
+
+SSE_KEEPALIVE_S = float(os.environ.get("ONYX_SSE_KEEPALIVE", "15"))
+"""A delivery stream (``GET /profiles/{id}/deliveries``) with nothing to send sends an SSE comment
+this often (ONYX_SSE_KEEPALIVE, seconds), so proxies keep it open and a vanished client is noticed."""
+
+WEBHOOK_ALLOW_PRIVATE = os.environ.get("ONYX_WEBHOOK_ALLOW_PRIVATE", "0") in ("1", "true", "yes")
+"""Whether a webhook URL may resolve to a loopback, private, link-local or otherwise non-public
+address (ONYX_WEBHOOK_ALLOW_PRIVATE). Off: such a URL is refused at registration (422) and
+checked again before each POST, so no subscriber can make the service probe internal hosts.
+Tests and a single-machine setup turn it on."""
+
+WEBHOOK_ATTEMPTS = int(os.environ.get("ONYX_WEBHOOK_ATTEMPTS", "5"))
+"""POSTs of one delivery to a webhook before it goes to ``onyx.dead-letter`` with the reason
+(ONYX_WEBHOOK_ATTEMPTS)."""
+
+WEBHOOK_BACKOFF_S = float(os.environ.get("ONYX_WEBHOOK_BACKOFF", "0.5"))
+"""Wait before the second POST of a delivery (ONYX_WEBHOOK_BACKOFF, seconds); it doubles at each
+further attempt (0.5, 1, 2, 4 s by default)."""
+
+WEBHOOK_TIMEOUT_S = float(os.environ.get("ONYX_WEBHOOK_TIMEOUT", "5"))
+"""How long one POST to a webhook may take (ONYX_WEBHOOK_TIMEOUT, seconds)."""
+
+WEBHOOK_RATE = float(os.environ.get("ONYX_WEBHOOK_RATE", "50"))
+"""POSTs per second the service makes to one subscriber's webhooks, on average (ONYX_WEBHOOK_RATE;
+0: no limit); deliveries past it wait (they are not dropped)."""
+
+WEBHOOK_BURST = int(os.environ.get("ONYX_WEBHOOK_BURST", "100"))
+"""POSTs to one subscriber's webhooks above ONYX_WEBHOOK_RATE at once (ONYX_WEBHOOK_BURST)."""

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ class LocalOverlay:
         self.job: BrokerJob | None = None
         self.archive_writer: subprocess.Popen | None = None  # the archive writer's Spark application
         self._offsets = None  # a Kafka client for lag()
+        self._status_lock = threading.Lock()  # status() runs for `onyx up`'s loop and for the service's console
 
     def data_dirs(self) -> list[Path]:
         """Where this overlay keeps what a restart resumes: its folder (the registration
@@ -103,7 +105,7 @@ class LocalOverlay:
         self.service = BackgroundServer(ServiceSettings(
             self.bootstrap_servers, copy.deepcopy(self.overlay), f"sqlite:///{self.dir / 'onyx.db'}",
             "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement,
-            archive_dir=self.archive_dir)).start()
+            archive_dir=self.archive_dir, figures=self.status)).start()
         if self.spark is None:
             progress("starting Spark")
             from broker.spark.session import build_session
@@ -191,8 +193,12 @@ class LocalOverlay:
         raise TimeoutError(f"overlay still busy after {timeout:.0f}s: lag {self.lag()}")
 
     def status(self) -> dict:
-        lag = self.lag()
-        out = {"brokers": [dict(b, lag=lag.get(b["broker"])) for b in self.job.status()]}
+        """Per broker what ``onyx status`` shows (and the console, ``/metrics``); no broker before they started."""
+        with self._status_lock:
+            if self.job is None or self.job.follower is None:
+                return {"brokers": []}
+            lag = self.lag()
+            out = {"brokers": [dict(b, lag=lag.get(b["broker"])) for b in self.job.status()]}
         if self.archive_writer is not None:
             out["archive"] = self.archive_status()
         return out
@@ -232,12 +238,13 @@ class LocalOverlay:
                 self.archive_writer.kill()
                 self.archive_writer.wait()
             self.archive_writer = None
-        if self.job is not None:
-            self.job.close()
-            self.job = None
-        if self._offsets is not None:
-            self._offsets.close()
-            self._offsets = None
+        with self._status_lock:
+            if self.job is not None:
+                self.job.close()
+                self.job = None
+            if self._offsets is not None:
+                self._offsets.close()
+                self._offsets = None
         if self.service is not None:
             self.service.stop()
         if self.spark is not None and self._own_spark:

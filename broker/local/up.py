@@ -98,6 +98,7 @@ def up(overlay: Overlay, settings: OverlaySettings, say: Say) -> int:
             f"({', '.join(overlay.brokers)})")
         say(f"  kafka     {info['bootstrap_servers']}")
         say(f"  api       {info['api_url']}  (OpenAPI at /openapi.json)")
+        say(f"  console   {info['api_url']}/console  (Prometheus metrics at /metrics)")
         if info["archive_dir"]:
             say(f"  archive   {info['archive_dir']}  (time travel: `onyx replay`, `onyx archive`)")
         for source, topic in info["sources"].items():

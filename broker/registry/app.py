@@ -24,6 +24,11 @@ included), the tokens as security schemes, the links between operations and the 
 (:mod:`broker.registry.limits`: request body sizes, 413; a rate of registrations per
 subscriber, 429 with ``Retry-After``); ``tests/broker/test_api_conformance.py`` holds the
 running service to it with schemathesis.
+
+A profile may also have its deliveries POSTed to a webhook (``delivery.webhook``, checked by
+:func:`broker.registry.webhooks.check_url`; its signing secret is returned once as
+``webhook_secret``); the delivery stream, the console and ``/metrics`` are added by
+:mod:`broker.registry.serve` from their own modules.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from broker.registry.metadata_api import ProfileFeed, add_metadata, source_doc, 
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
 from broker.registry.subscribers import TOPIC_JSON_SCHEMA, SubscriberError, legal_topic, Subscribers, TopicNotAllowedError, UnknownSubscriberError
 from broker.registry.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
+from broker.registry.webhooks import WebhookRefusedError, check_url
 from formats.errors import FormatError
 from routing.overlay import Overlay
 from routing.placement import PlacementError, PlacementOptions, PlacementRequest, make_strategy
@@ -144,10 +150,19 @@ class Delivery(BaseModel):
         return legal_topic(v)
 
 
+class DeliveryWithWebhook(Delivery):
+    webhook: str | None = Field(None, min_length=1, max_length=2000, json_schema_extra={
+        "format": "onyx-webhook"}, description=(
+        "also POST each delivery to this http(s) URL, signed with the webhook_secret the registration returns "
+        "(X-Onyx-Signature: sha256=HMAC-SHA256(secret, '<X-Onyx-Timestamp>.<body>')), retried with backoff, "
+        "dead-lettered after the last attempt; a URL whose host resolves to a loopback, private or link-local "
+        "address is refused (422) unless the operator allows it. POST /profiles only"))
+
+
 class ProfileIn(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_PROFILE_CHARS, description="XPath filter or FLWR query",
                       json_schema_extra={"format": "onyx-profile"})
-    delivery: Delivery | None = None
+    delivery: DeliveryWithWebhook | None = None
     near: str | None = Field(None, description="broker the subscriber is close to (placement hint)")
     location: tuple[JsonFloat, JsonFloat] | None = Field(None, description="subscriber coordinates (placement hint)")
 
@@ -166,6 +181,8 @@ class ProfileRegistered(BaseModel):
     subscriber_token: str | None = Field(None, description=f"only when the request had no {SUBSCRIBER_TOKEN_HEADER}: "
                                          "the token of the subscriber created with this profile; send it with your "
                                          "next profiles so they share its delivery topic")
+    webhook_secret: str | None = Field(None, description="only for a profile with delivery.webhook: the key of "
+                                       "the HMAC-SHA256 signature of its POSTs (shown once)")
 
 
 _BATCH_EXAMPLE = {"profiles": [
@@ -488,14 +505,17 @@ def _describe(app: FastAPI, overlay: Overlay, limits: str) -> None:
 
 def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest",
                admin_token: str | None = None, topic_admin: TopicAdmin | None = None,
-               rate_limit: RateLimiter | None = None, metadata: MetadataProvider | None = None) -> FastAPI:
+               rate_limit: RateLimiter | None = None, metadata: MetadataProvider | None = None,
+               webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE) -> FastAPI:
     """The registration service over a store, an overlay and a packet sender;
     ``placement`` names the host-choice strategy, ``admin_token`` enables the operator
     endpoint ``POST /rebalance``, ``topic_admin`` creates delivery topics as they are
     handed out (default: none are created), ``rate_limit`` limits the profiles each
     subscriber registers, updates and deletes (default: ONYX_REGISTRATION_RATE and
     ONYX_REGISTRATION_BURST), ``metadata`` is the service's metadata provider (default: one
-    that has read no log), started here with the database's sources and profiles."""
+    that has read no log), started here with the database's sources and profiles,
+    ``webhook_allow_private`` lets webhook URLs name loopback and private addresses (default:
+    ONYX_WEBHOOK_ALLOW_PRIVATE)."""
     metadata = metadata or MetadataProvider(sender, overlay)
     sender = ProfileFeed(sender, metadata)
     refuse_internal_profiles(store, sender)
@@ -584,6 +604,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             return error(422, str(exc))
         return error(503, f"{exc}; nothing was changed, try again")
 
+    @app.exception_handler(WebhookRefusedError)
+    async def _webhook_refused(_: Request, exc: WebhookRefusedError) -> JSONResponse:
+        return error(422, f"delivery.webhook: {exc}; nothing was registered")
+
     @app.exception_handler(RateLimited)
     async def _rate_limited(_: Request, exc: RateLimited) -> JSONResponse:
         return error(429, exc.detail, headers={"Retry-After": exc.retry_after_header})
@@ -665,8 +689,12 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         limiter.charge(owner, 1)
         validate_profile(body.text)
         requested = body.delivery.topic if body.delivery else None
+        webhook = body.delivery.webhook if body.delivery else None
         subscriber_id = owner or subscribers.new_id()
         subscribers.check_topic(subscriber_id, requested)  # refused before anything is stored
+        if webhook is not None:
+            check_url(webhook, webhook_allow_private)
+        webhook_secret = secrets.token_hex(32) if webhook is not None else None
         profile_id = uuid.uuid4().hex[:16]
         with placing:
             host = placer.choose(PlacementRequest(profile_id, body.text, body.near, body.location,
@@ -678,6 +706,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                     topic = subscribers.delivery_topic(tx, subscriber_id, requested)
                     record = ProfileRecord(profile_id, body.text, host, topic, 1, subscriber_id)
                     tx.add_profile(record, token)
+                    if webhook is not None:
+                        tx.set_webhook(profile_id, webhook, webhook_secret, subscriber_id)
                     subscribers.create_topics(tx)
                     announce_profile(sender, "add", record)
             except Exception:
@@ -685,7 +715,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 raise
             load.add(host)
         return ProfileRegistered(profile_id=record.id, host_broker=host, token=token, delivery_topic=topic,
-                                 subscriber_id=subscriber_id, subscriber_token=new.token if new else None)
+                                 subscriber_id=subscriber_id, subscriber_token=new.token if new else None,
+                                 webhook_secret=webhook_secret)
 
     @app.post(BATCH_PATH, response_model=ProfileBatchRegistered, response_model_exclude_none=True,
               summary="Register many profiles at once", operation_id="register_profiles",
@@ -720,6 +751,9 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         for i, raw in enumerate(body.profiles):  # what the single endpoint refuses before it stores anything
             try:
                 item = ProfileIn.model_validate(raw)
+                if item.delivery is not None and item.delivery.webhook is not None:
+                    raise SubscriberError("delivery.webhook: a profile with a webhook is registered with POST "
+                                          "/profiles, which returns its webhook_secret")
                 validate_profile(item.text)
                 subscribers.check_topic(subscriber_id, item.delivery.topic if item.delivery else None)
             except ValidationError as exc:

@@ -7,6 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import uvicorn
 
@@ -14,13 +15,18 @@ from broker import config
 from broker.metadata.provider import MetadataProvider
 from broker.registry.app import create_app
 from broker.compacted import read_to_end
+from broker.registry.console import add_console
 from broker.registry.control_packets import KafkaSender
+from broker.registry.deliveries import add_deliveries
+from broker.registry.figures import Figures
 from broker.registry.limits import RateLimiter
+from broker.registry.metrics import add_metrics
 from broker.registry.queries import add_queries
 from broker.registry.recovery import announced, recover
 from broker.registry.store import Store
 from broker.registry.time_travel import add_time_travel
 from broker.registry.topic_admin import KafkaTopicAdmin
+from broker.registry.webhooks import Dispatcher
 from broker.topics import CATALOG, METADATA, PROFILES, ensure_topics, broker_topic
 from routing.overlay import Overlay, builtin
 
@@ -37,6 +43,8 @@ class ServiceSettings:
     registration_rate: float = config.REGISTRATION_RATE
     registration_burst: int = config.REGISTRATION_BURST
     archive_dir: Path | None = config.ARCHIVE_DIR  # what the time-travel operations read (None: they answer 503)
+    figures: Callable[[], dict[str, Any]] | None = None  # the brokers' figures (onyx up's); None: the service has none
+    webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE
 
 
 def build_app(settings: ServiceSettings):
@@ -53,10 +61,19 @@ def build_app(settings: ServiceSettings):
     # after a crash: the brokers and the database agree again
     recover(store, sender, announced(settings.bootstrap_servers, store.identity()))
     app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin,
-                     RateLimiter(settings.registration_rate, settings.registration_burst), metadata)
+                     RateLimiter(settings.registration_rate, settings.registration_burst), metadata,
+                     settings.webhook_allow_private)
     add_time_travel(app, store, settings.overlay, settings.archive_dir, settings.bootstrap_servers)
     add_queries(app, store, settings.overlay, settings.archive_dir)
-    app.router.on_shutdown.extend([sender.close, admin.close])
+    add_deliveries(app, store, settings.bootstrap_servers)
+    webhooks = Dispatcher(store, settings.bootstrap_servers, allow_private=settings.webhook_allow_private)
+    figures = Figures(settings.figures)
+    add_console(app, store, settings.overlay, figures, settings.admin_token, settings.bootstrap_servers,
+                webhooks.profiles)
+    add_metrics(app, figures, lambda: {b: 0 for b in settings.overlay.brokers} | store.profile_counts(),
+                settings.admin_token, lambda: dict(webhooks.counts))
+    app.router.on_startup.append(webhooks.start)
+    app.router.on_shutdown.extend([webhooks.stop, sender.close, admin.close])
     return app
 
 

@@ -84,6 +84,17 @@ delivery_topics = Table(
     Column("created", DateTime(timezone=True), nullable=False),
 )
 
+webhooks = Table(
+    "webhooks", metadata,
+    # A profile whose deliveries are also POSTed to a URL (broker.registry.webhooks); the
+    # secret signs them, so it is kept as it is (the service needs it), unlike tokens.
+    Column("profile_id", String(63), primary_key=True),
+    Column("url", Text, nullable=False),
+    Column("secret", String(64), nullable=False),
+    Column("subscriber_id", String(63)),
+    Column("created", DateTime(timezone=True), nullable=False),
+)
+
 settings = Table(
     "settings", metadata,
     # identity: a random id of this database, which the service puts on what it writes to
@@ -119,6 +130,15 @@ class ProfileRecord:
     delivery_topic: str
     version: int
     subscriber_id: str | None = None  # None: registered before subscribers existed
+
+
+@dataclass(frozen=True)
+class WebhookRecord:
+    profile_id: str
+    url: str
+    secret: str
+    subscriber_id: str | None
+    delivery_topic: str
 
 
 @dataclass(frozen=True)
@@ -224,6 +244,14 @@ class Transaction:
 
     def delete_profile(self, profile_id: str) -> None:
         self.conn.execute(delete(profiles).where(profiles.c.id == profile_id))
+        self.conn.execute(delete(webhooks).where(webhooks.c.profile_id == profile_id))
+
+    def set_webhook(self, profile_id: str, url: str | None, secret: str | None, subscriber_id: str | None) -> None:
+        """POST the profile's deliveries to ``url`` signed with ``secret`` (``url`` None: no more)."""
+        self.conn.execute(delete(webhooks).where(webhooks.c.profile_id == profile_id))
+        if url is not None:
+            self.conn.execute(insert(webhooks).values(profile_id=profile_id, url=url, secret=secret,
+                                                      subscriber_id=subscriber_id, created=_now()))
 
 
 def _write_ahead_log(dbapi_connection, _record) -> None:
@@ -335,6 +363,13 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(select(profiles.c.host_broker, func.count()).group_by(profiles.c.host_broker)).all()
         return {b: n for b, n in rows}
+
+    def webhooks(self) -> list[WebhookRecord]:
+        """Every profile's webhook, with the profile's delivery topic."""
+        query = select(webhooks, profiles.c.delivery_topic).join(profiles, profiles.c.id == webhooks.c.profile_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [WebhookRecord(r.profile_id, r.url, r.secret, r.subscriber_id, r.delivery_topic) for r in rows]
 
     def ping(self) -> None:
         with self.engine.connect() as conn:

@@ -29,6 +29,7 @@ from broker.local.devcluster import KafkaDevCluster, free_port
 from broker.registry.control_packets import source_dictionary
 from broker.registry.serve import BackgroundServer, ServiceSettings
 from broker.registry.store import SourceRecord
+from broker.registry.webhooks import check_url
 from cache import split_query
 from routing.overlay import builtin
 from tests.broker.conformance import hooks
@@ -111,6 +112,12 @@ def test_the_generated_profile_texts_are_profiles(text):
 @given(hooks.QUERIES)
 def test_the_generated_queries_are_ones_the_cache_takes(text):
     split_query(text)  # what the description's onyx-query format promises the positive cases
+
+
+@settings(max_examples=100, deadline=None)
+@given(hooks.WEBHOOKS)
+def test_the_generated_webhooks_are_ones_the_service_takes(url):
+    check_url(url, allow_private=False)
 
 
 @settings(max_examples=100, deadline=None)

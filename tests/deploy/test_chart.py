@@ -214,6 +214,20 @@ def test_without_the_archive_nothing_of_it_is_rendered(helm):
     assert sorted(broker_apps(docs)) == builtin("figure4").brokers
 
 
+def test_the_registrys_service_monitor_is_rendered_only_when_asked_for(helm):
+    assert "ServiceMonitor" not in by_kind(render(builtin("figure4"), helm=helm))
+    docs = by_kind(render(builtin("figure4"), set_values=["registry.serviceMonitor.enabled=true",
+                                                          "registry.serviceMonitor.labels.release=prometheus"],
+                          helm=helm))
+    [monitor] = docs["ServiceMonitor"]
+    [service] = [s for s in docs["Service"] if s["metadata"]["name"] == "onyx-registry"]
+    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s",
+                                             "scrapeTimeout": "10s"}]
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["spec"]["selector"].items()
+    assert "http" in [p["name"] for p in service["spec"]["ports"]]
+
+
 @pytest.mark.parametrize("bad, complaint", [
     ("registry.replicas=2", "/registry/replicas"),                    # SQLite is one file
     ("kafka.nodePool.replicas=0", "/kafka/nodePool/replicas"),
@@ -222,6 +236,7 @@ def test_without_the_archive_nothing_of_it_is_rendered(helm):
     ("archive.volume.sise=5Gi", "sise"),
     ("archive.volume.accessMode=ReadWriteOncePod", "/archive/volume/accessMode"),  # executors and the registry share it
     ("archive.trigger=soon", "/archive/trigger"),
+    ("registry.serviceMonitor.interval=often", "/registry/serviceMonitor/interval"),
 ])
 def test_values_schema_rejects_bad_values(helm, bad, complaint):
     with pytest.raises(deploy_render.DeployError, match=complaint):

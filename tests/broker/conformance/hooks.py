@@ -3,8 +3,9 @@
 * Values for the description's custom string formats, grammars JSON Schema cannot state:
   ``onyx-profile`` (a profile's text: an XPath filter or a FLWR query),
   ``onyx-query`` (an ad-hoc query: an element path and one predicate), ``onyx-rule`` (a
-  metadata subscription's rule) and
-  ``onyx-schema`` (a source's DTD or XML Schema). With them the requests the description
+  metadata subscription's rule), ``onyx-schema`` (a source's DTD or XML Schema) and
+  ``onyx-webhook`` (a webhook URL whose host is a public address: the service refuses loopback
+  and private ones). With them the requests the description
   calls valid are ones the service must accept, so the positive checks hold it to its
   word; the parsers' refusals are exercised by the negative cases and the unit tests.
 * The tokens of the security schemes, as the requests' credentials: a subscriber's
@@ -77,6 +78,15 @@ schemathesis.openapi.format("onyx-rule", RULES)
 schemathesis.openapi.format("onyx-schema", SCHEMAS)
 schemathesis.openapi.format("onyx-query", QUERIES)
 
+# Public addresses (no DNS needed): documentation-like but globally routable, so the service's
+# check of the host (broker.registry.webhooks.check_url) accepts them. No delivery is ever POSTed
+# there: the service under test runs no brokers.
+WEBHOOKS = st.builds("{}://{}/{}".format, st.sampled_from(["http", "https"]),
+                     st.sampled_from(["93.184.215.14", "151.101.1.69", "[2606:4700::6810:85e5]"]),
+                     st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-/", max_size=20))
+"""Webhook URLs ``check_url`` accepts (``tests/broker/test_api_conformance.py`` checks a sample)."""
+schemathesis.openapi.format("onyx-webhook", WEBHOOKS)
+
 ADMIN_TOKEN_ENV = "ONYX_CONFORMANCE_ADMIN_TOKEN"
 
 
@@ -98,9 +108,10 @@ class SubscriberToken:
         _header(case, "X-Onyx-Subscriber-Token", data)
 
 
-@schemathesis.auth().apply_to(path="/rebalance")
+@schemathesis.auth().apply_to(path_regex="^/(rebalance|metrics|console/.+)$")
 class AdminToken:
-    """The operator token the service under test was started with."""
+    """The operator token the service under test was started with (the operator endpoint,
+    the console's data, the metrics)."""
 
     def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> str:
         return os.environ[ADMIN_TOKEN_ENV]
@@ -109,7 +120,8 @@ class AdminToken:
         _header(case, "X-Onyx-Admin-Token", data)
 
 
-@schemathesis.auth(refresh_interval=None).apply_to(path="/profiles/{profile_id}", method=["PUT", "DELETE"])
+@schemathesis.auth(refresh_interval=None).apply_to(path="/profiles/{profile_id}", method=["PUT", "DELETE"]).apply_to(
+    path="/profiles/{profile_id}/deliveries", method="GET")
 class ProfileToken:
     """A profile's token, as the request carries it: the one the registration answered,
     which the description's links put in X-Onyx-Token (stateful phase), or else one no
