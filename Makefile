@@ -69,11 +69,11 @@ image: jvm
 # missing, so it is reported as a failure rather than passed off as green.
 # kcat (Debian's package) for the test that publishes with a Kafka client we did not write.
 kcat:
-	@deploy/install-kcat.sh
+	@deploy/install-deb.sh kcat "the end-to-end test with a Kafka client we did not write"
 
 # Chromium (Debian's package) for the console's test in a real headless browser.
 chromium:
-	@deploy/install-chromium.sh
+	@deploy/install-deb.sh chromium "the console's headless browser test"
 
 test: setup k8s-validate kcat chromium
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \

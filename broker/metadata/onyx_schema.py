@@ -56,36 +56,40 @@ ONYX_SCHEMA = "\n".join([
 """Onyx's metadata schema (RDF/XML with MDV's ``mdv:reference`` and ``mdv:setValued``)."""
 
 
+def _doc(kind: str, key: str) -> str:
+    return f"urn:onyx:{kind}:{key}"
+
+
 def broker_doc(broker: str) -> str:
-    return f"urn:onyx:brokers:{broker}"
-
-
-def broker_uri(broker: str) -> str:
-    return broker_doc(broker) + "#broker"
+    return _doc("brokers", broker)
 
 
 def tree_doc(root: str) -> str:
-    return f"urn:onyx:trees:{root}"
+    return _doc("trees", root)
+
+
+def source_doc(source: str) -> str:
+    return _doc("sources", source)
+
+
+def profile_doc(profile: str) -> str:
+    return _doc("profiles", profile)
+
+
+def broker_uri(broker: str) -> str:
+    return f"{broker_doc(broker)}#broker"
 
 
 def link_uri(root: str, parent: str, child: str) -> str:
     return f"{tree_doc(root)}#{parent}-{child}"
 
 
-def source_doc(source: str) -> str:
-    return f"urn:onyx:sources:{source}"
-
-
 def source_uri(source: str) -> str:
-    return source_doc(source) + "#source"
-
-
-def profile_doc(profile: str) -> str:
-    return f"urn:onyx:profiles:{profile}"
+    return f"{source_doc(source)}#source"
 
 
 def profile_uri(profile: str) -> str:
-    return profile_doc(profile) + "#profile"
+    return f"{profile_doc(profile)}#profile"
 
 
 def broker_of(uri: str) -> str:
