@@ -106,7 +106,9 @@ def test_internal_delivery_topics_are_refused_over_http_and_nothing_reaches_kafk
         assert status == 422 and topic in body["detail"]
         time.sleep(1)
         assert set(admin.list_topics()) == before  # not even the would-be subscriber's topic
-        assert [r for r in reader] == []
+        # (the metadata provider's batch of the profiles earlier tests registered may land meanwhile:
+        # catalog packets naming those; the refused profile has no document)
+        assert [r for r in reader if dict(r.headers).get("onyx-flow") != b"catalog" or b"PROBE" in r.value] == []
     finally:
         admin.close()
         reader.close()
