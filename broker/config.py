@@ -61,6 +61,9 @@ DIST_WORKER_MEMORY = os.environ.get("ONYX_DIST_WORKER_MEMORY", "6g")
 """Memory each standalone worker offers its executors (ONYX_DIST_WORKER_MEMORY; SPARK_WORKER_MEMORY):
 enough for every application's executor on one worker."""
 
+DIST_DAEMON_MEMORY = os.environ.get("ONYX_DIST_DAEMON_MEMORY", "512m")
+"""Heap of the standalone master and of each worker daemon (ONYX_DIST_DAEMON_MEMORY; SPARK_DAEMON_MEMORY)."""
+
 DIST_EXECUTOR_MEMORY = os.environ.get("ONYX_DIST_EXECUTOR_MEMORY", "512m")
 """Executor memory of each broker application on the standalone cluster (ONYX_DIST_EXECUTOR_MEMORY)."""
 
