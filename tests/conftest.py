@@ -57,3 +57,25 @@ def corpus_files():
     if not files:
         pytest.skip(f"news corpus not found at {config.CORPUS_DIR}")
     return files
+
+
+@pytest.fixture(scope="module")
+def distributed_overlay(request):
+    """``onyx up --distributed`` for a test module: a 3-node KRaft Kafka cluster (replication
+    factor 3, min.insync.replicas 2), a Spark standalone master with 2 workers, every broker of
+    the module's ``OVERLAY`` (default: ONYX Figure 4) a Spark application of its own, and the
+    registration service; stopped at the end, and then nothing it started may still run."""
+    from broker.local.cluster import LocalOverlay, OverlaySettings
+    from routing.overlay import builtin
+    from tests.broker.test_crash_restart import survivors
+
+    name = f"dist-{request.module.__name__.rsplit('.', 1)[-1]}-{os.getpid()}"
+    cluster = LocalOverlay(getattr(request.module, "OVERLAY", None) or builtin("figure4"),
+                           OverlaySettings(name=name, distributed=True))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+    left = survivors(f"overlay-{name}")
+    assert left == [], f"processes of the distributed overlay still running: {left}"
