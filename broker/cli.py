@@ -32,13 +32,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _overlay_settings(args: argparse.Namespace):
     from broker.local.cluster import OverlaySettings
 
-    return OverlaySettings(name="up", api_port=getattr(args, "port", None),
-                           trigger=getattr(args, "trigger", config.BROKER_TRIGGER),
-                           link_format=getattr(args, "link_format", "stream"),
-                           placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False),
-                           bootstrap_servers=getattr(args, "bootstrap_servers", None),
-                           archive=getattr(args, "archive", config.ARCHIVE),
-                           distributed=getattr(args, "distributed", False))
+    make = OverlaySettings.distributed if getattr(args, "distributed", False) else OverlaySettings
+    return make(name="up", api_port=getattr(args, "port", None),
+                trigger=getattr(args, "trigger", config.BROKER_TRIGGER),
+                link_format=getattr(args, "link_format", "stream"),
+                placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False),
+                bootstrap_servers=getattr(args, "bootstrap_servers", None),
+                archive=getattr(args, "archive", config.ARCHIVE))
 
 
 def _cmd_up(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ def distributed_overlay(request):
 
     name = f"dist-{request.module.__name__.rsplit('.', 1)[-1]}-{os.getpid()}"
     cluster = LocalOverlay(getattr(request.module, "OVERLAY", None) or builtin("figure4"),
-                           OverlaySettings(name=name, distributed=True))
+                           OverlaySettings.distributed(name=name))
     try:
         cluster.start()
         yield cluster

@@ -50,7 +50,14 @@ class OverlaySettings:
     budget: Budget | None = None  # routing-table budget of every broker (None: config.BROKER_TABLE_BUDGET)
     projection: bool = config.BROKER_PROJECTION
     archive: bool = False  # run the archive writer beside the brokers (`onyx up`: config.ARCHIVE)
-    distributed: bool = False  # a Kafka cluster, a Spark standalone cluster, one application per broker
+    kafka_nodes: int = 1  # nodes of the overlay's own Kafka (3: replication factor 3, min.insync.replicas 2)
+    applications: bool = False  # every broker a Spark application of its own on a local standalone cluster
+
+    @classmethod
+    def distributed(cls, **kwargs) -> "OverlaySettings":
+        """``onyx up --distributed``: a Kafka cluster of :data:`~broker.config.DIST_KAFKA_NODES`
+        nodes and one Spark application per broker on a standalone cluster."""
+        return cls(kafka_nodes=config.DIST_KAFKA_NODES, applications=True, **kwargs)
 
 
 class LocalOverlay:
@@ -81,7 +88,7 @@ class LocalOverlay:
     def _kafka(self) -> KafkaDevCluster:
         """The overlay's own Kafka: one node, or a cluster of several when distributed."""
         return KafkaDevCluster(name=f"overlay-{self.settings.name}", keep=not self.settings.fresh,
-                               nodes=config.DIST_KAFKA_NODES if self.settings.distributed else 1)
+                               nodes=self.settings.kafka_nodes)
 
     @property
     def archive_dir(self) -> Path | None:
@@ -117,7 +124,7 @@ class LocalOverlay:
             self.bootstrap_servers, copy.deepcopy(self.overlay), f"sqlite:///{self.dir / 'onyx.db'}",
             "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement,
             archive_dir=self.archive_dir)).start()
-        if self.settings.distributed:
+        if self.settings.applications:
             self._start_applications(progress)
         else:
             self._start_query(progress)

@@ -247,7 +247,8 @@ def run(profiles: int = 2000, messages: int = 200, corpus=None, timeout: float =
     cluster, one application per broker), run the demo on it, stop everything; 0 when exact."""
     say = (lambda s="": print(s, file=out or sys.stdout, flush=True))
     say("Onyx demo: the six-broker overlay of ONYX Figure 4 on Kafka and Spark Structured Streaming")
-    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name="demo", distributed=distributed))
+    make = OverlaySettings.distributed if distributed else OverlaySettings
+    cluster = LocalOverlay(builtin("figure4"), make(name="demo"))
     try:
         cluster.start(progress=lambda msg: say(f"  {msg} ..."))
         say(f"  kafka     {cluster.bootstrap_servers}")
