@@ -363,7 +363,9 @@ class KafkaDevCluster:
             proc.wait()
 
     def start_node(self, node_id: int, timeout: float | None = None) -> None:
-        """Start node ``node_id`` again on its data and ports, and wait until it serves."""
+        """Start node ``node_id`` again on its data and ports, and wait until it serves.
+        Call it from a thread that outlives the node (the main thread): the kernel's
+        parent-death signal follows the thread that started a process, not the process."""
         node = self.nodes[node_id - 1]
         if node.running:
             return

@@ -116,7 +116,8 @@ class SparkStandalone:
         return self
 
     def start_worker(self, worker: Daemon | int, wait: bool = True, timeout: float | None = None) -> None:
-        """Start a worker (a :class:`Daemon` or its 1-based number) with its cores and memory."""
+        """Start a worker (a :class:`Daemon` or its 1-based number) with its cores and memory;
+        from a thread that outlives it (the parent-death signal follows the starting thread)."""
         w = worker if isinstance(worker, Daemon) else self.workers[worker - 1]
         if w.running:
             return
