@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     from broker.spark.session import build_session
 
     if args.die_with_parent:
-        from broker.local.devcluster import die_with_parent
+        from broker.jvm import die_with_parent
 
         die_with_parent()
 

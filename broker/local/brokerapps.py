@@ -27,7 +27,7 @@ from pathlib import Path
 from broker import config, topics
 from broker.errors import SparkClusterError
 from broker.job import COUNTERS
-from broker.local.devcluster import die_with_parent
+from broker.jvm import die_with_parent
 from broker.local.sparkcluster import SparkStandalone, spark_env, spark_home
 from broker.spark.session import LOG4J2_FILE, connector_jars
 from routing.overlay import Overlay

@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import atexit
 import base64
-import ctypes
 import errno
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -36,7 +33,7 @@ from pathlib import Path
 
 from broker import config
 from broker.errors import KafkaStartError, SetupError
-from broker.jvm import find_java, jar_dir
+from broker.jvm import die_with_parent, find_java, jar_dir
 
 
 def free_port() -> int:
@@ -77,15 +74,6 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when its parent goes away, so no JVM or
-    driver outlives a crashed run (a ``preexec_fn`` between fork and exec, or a process's
-    own first call)."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 _LOG4J2 = """\

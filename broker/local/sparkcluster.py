@@ -31,8 +31,8 @@ from pathlib import Path
 
 from broker import config
 from broker.errors import SetupError, SparkClusterError
-from broker.jvm import find_java
-from broker.local.devcluster import die_with_parent, free_port
+from broker.jvm import die_with_parent, find_java
+from broker.local.devcluster import free_port
 
 
 def spark_home() -> Path:
