@@ -1,9 +1,11 @@
 """Session-wide fixtures: one real Kafka broker, one real SparkSession and one real PostgreSQL
-server per test run."""
+server per test run; and, per test module that asks for it, a distributed overlay (a Kafka
+cluster and a Spark standalone cluster on loopback)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pytest
@@ -79,3 +81,5 @@ def distributed_overlay(request):
         cluster.stop()
     left = survivors(f"overlay-{name}")
     assert left == [], f"processes of the distributed overlay still running: {left}"
+    for d in cluster.data_dirs():
+        shutil.rmtree(d, ignore_errors=True)
