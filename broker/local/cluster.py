@@ -24,6 +24,7 @@ from pathlib import Path
 
 from broker import config, topics
 from broker.dataplane.plan import Limits
+from broker.errors import SetupError
 from broker.job import BrokerJob, BrokerSettings
 from broker.local.brokerapps import BrokerApps
 from broker.local.devcluster import KafkaDevCluster, free_port
@@ -135,6 +136,12 @@ class LocalOverlay:
 
     def _start_applications(self, progress) -> None:
         """A Spark standalone cluster, and every broker submitted to it as an application."""
+        s = self.settings
+        if s.mode != "route" or s.budget is not None or s.projection != config.BROKER_PROJECTION or s.limits != Limits():
+            # broker/job.py takes these from broker.config (the environment), as in Kubernetes.
+            raise SetupError("per-broker applications run with the defaults of broker/config.py: set mode, table "
+                             "budget, projection and limits through the environment (ONYX_TABLE_BUDGET, "
+                             "ONYX_BROKER_PROJECTION), not OverlaySettings")
         progress(f"starting Spark standalone (a master, {config.DIST_SPARK_WORKERS} workers)")
         self.standalone = SparkStandalone("cluster", run_dir=self.dir).start()
         progress(f"submitting brokers {', '.join(self.overlay.brokers)} as one Spark application each")

@@ -10,7 +10,8 @@ import pytest
 MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscribers", "broker.registry.topic_admin",
            "broker.kafka_auth", "broker.registry.control_packets", "broker.deploy.topology", "broker.control.state",
            "broker.dataplane.plan", "broker.control.state_log", "broker.dataplane.sink", "broker.spark.daemon",
-           "broker.clients", "broker.registry.limits", "broker.registry.queries", "broker.query_client"]
+           "broker.clients", "broker.registry.limits", "broker.registry.queries", "broker.query_client",
+           "broker.local.devcluster"]
 
 
 @pytest.mark.parametrize("name", MODULES)
