@@ -39,6 +39,17 @@ Profiles are written as query packets straight to their host brokers' inbound to
 the same packets the registration service sends — spread round-robin, instead of 100,000
 HTTP requests (the service is measured by ``bench.subscribers`` and the tests).
 
+With ``--distributed`` (issue 34), every routing configuration also runs as deployed:
+on a 3-node KRaft Kafka (replication factor 3, ``min.insync.replicas`` 2, producers
+``acks=all``), with every broker a Spark application of its own on a local standalone
+cluster (one executor core each, ``spark-submit`` of ``broker/job.py``), and both
+(``onyx up --distributed``): what replication and per-broker applications cost beside
+the single application on one Kafka node, in the same run. Per-broker applications report
+no Spark stage times here (their queries live in other processes)::
+
+    python -m bench.overlay --quick --mixes quotes --modes routing --distributed \
+        --out bench/results/overlay_distributed.json --plot bench/results/overlay_distributed.png
+
 Prints a table, writes ``bench/results/overlay.json`` and a PNG plot.
 """
 
@@ -59,7 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from broker import topics
+from broker import config, topics
 from broker.local.cluster import LocalOverlay, OverlaySettings
 from broker.local.devcluster import KafkaDevCluster
 from broker.registry.control_packets import query_packet
@@ -378,19 +389,50 @@ def _totals(cluster: LocalOverlay) -> dict[str, float]:
 
 def _spark_stages(query, since: int) -> dict[str, float]:
     """Median milliseconds per micro-batch of Spark's own stages, for batches after ``since``."""
-    progress = [p for p in query.recentProgress if p["batchId"] > since and p.get("numInputRows", 0)]
+    progress = [p for p in (query.recentProgress if query is not None else []) if p["batchId"] > since
+                and p.get("numInputRows", 0)]
     keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
     return {k: statistics.median([p["durationMs"].get(k, 0) for p in progress]) if progress else None for k in keys}
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """How the overlay runs: Kafka nodes (replication factor min(3, nodes)) and whether
+    every broker is a Spark application of its own on a standalone cluster."""
+
+    kafka_nodes: int = 1
+    applications: bool = False
+
+    @property
+    def label(self) -> str:
+        """How the table and the plot name it.
+
+        >>> Deployment(3, True).label
+        'RF3 app/broker'
+        """
+        return f"RF{min(self.kafka_nodes, config.KAFKA_REPLICATION)} " + ("app/broker" if self.applications
+                                                                           else "one app")
+
+
+LOCAL = Deployment()
+DISTRIBUTED = (Deployment(config.DIST_KAFKA_NODES, False), Deployment(1, True),
+               Deployment(config.DIST_KAFKA_NODES, True))
+"""``--distributed``: besides the single application on one Kafka node, replication alone,
+per-broker applications alone, and both (``onyx up --distributed``)."""
+
+
 def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], steady: list[bytes],
-                rate: float, seed: int, projection: bool = True, budget: Budget | None = None) -> dict:
+                rate: float, seed: int, projection: bool = True, budget: Budget | None = None,
+                deployment: Deployment = LOCAL) -> dict:
     """One fresh overlay (and Kafka): profiles, then latency at ``rate``, then a burst."""
-    name = f"bench-{mode}-{mix.name}-{profiles}"
-    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name=name, mode=mode, projection=projection,
-                                                               budget=budget), spark=spark)
+    name = f"bench-{mode}-{mix.name}-{profiles}-k{deployment.kafka_nodes}{'-apps' if deployment.applications else ''}"
+    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(
+        name=name, mode=mode, projection=projection, budget=budget, kafka_nodes=deployment.kafka_nodes,
+        applications=deployment.applications), spark=None if deployment.applications else spark)
     cluster.start()
     kafka = cluster.kafka
+    # Per-broker applications report no query here: Spark's own stages are left out.
+    query = getattr(cluster.job, "query", None)
     try:
         texts = mix.profiles(profiles, seed) if mode != "floor" else []
         converge_s = load_profiles(cluster, texts, mix.probe)
@@ -406,26 +448,28 @@ def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], s
         clock = Clock(kafka.bootstrap_servers, PROBE_TOPIC)
         warm = send(kafka.bootstrap_servers, SOURCE_TOPIC, [mix.mark(d) for d in steady[:5]], 2.0, f"{name}-warm")
         clock.wait_for(warm, 120)
-        batch0 = cluster.job.query.lastProgress["batchId"] if cluster.job.query.lastProgress else -1
+        batch0 = _batch(query)
         sent = send(kafka.bootstrap_servers, SOURCE_TOPIC, [mix.mark(d) for d in steady], rate, f"{name}-steady")
         clock.wait_for(sent, 120)
         lat = [clock.first[m] - t for m, t in sent.items() if m in clock.first]
-        stages_steady = _spark_stages(cluster.job.query, batch0)
+        stages_steady = _spark_stages(query, batch0)
         drained(cluster, timeout=600)
         before, cpu0 = _totals(cluster), cpu_seconds()
-        batch0 = cluster.job.query.lastProgress["batchId"]
+        batch0 = _batch(query)
         t0 = time.monotonic()
         send(kafka.bootstrap_servers, SOURCE_TOPIC, burst, 0.0, f"{name}-burst")
         end = drained(cluster, timeout=7200)
         cpu = cpu_seconds() - cpu0
         after = _totals(cluster)
-        stages_burst = _spark_stages(cluster.job.query, batch0)
-        batches = max(1, cluster.job.query.lastProgress["batchId"] - batch0)
+        stages_burst = _spark_stages(query, batch0)
+        batches = max(1, _batch(query) - batch0)
         clock.stop()
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         n = len(burst)
         status = cluster.job.status()
         return {"mode": mode, "mix": mix.name, "profiles": profiles, "converge_s": converge_s,
+                "deployment": deployment.label, "kafka_nodes": deployment.kafka_nodes,
+                "applications": deployment.applications,
                 "burst_messages": n, "throughput_msg_s": n / max(1e-9, end - t0),
                 "steady_rate": rate, "steady_messages": len(steady), "delivered_messages": len(lat),
                 "latency_p50_s": _pct(lat, 0.5), "latency_p99_s": _pct(lat, 0.99),
@@ -444,6 +488,12 @@ def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], s
         shutil.rmtree(kafka.dir, ignore_errors=True)  # gigabytes of deliveries at 100k profiles
 
 
+def _batch(query) -> int:
+    """The last micro-batch id of ``query`` (-1 before the first, or without a query)."""
+    progress = query.lastProgress if query is not None else None
+    return progress["batchId"] if progress else -1
+
+
 def plot(result: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -451,7 +501,8 @@ def plot(result: dict, path: Path) -> None:
 
     runs = result["overlay"]
     raw = result["raw_kafka"]
-    labels = [f"{r['mode']}\n{r['mix']}\n{r['profiles']:,}" if r["mode"] != "floor" else "Spark\nfloor"
+    labels = [f"{r['mode']}\n{r['mix']}\n{r['profiles']:,}\n{r.get('deployment', LOCAL.label)}"
+              if r["mode"] != "floor" else "Spark\nfloor"
               for r in runs] + ["raw\nKafka"]
     colors = {"routing": "tab:blue", "routing-whole": "tab:cyan", "flooding": "tab:orange", "floor": "tab:green"}
     fig, (a, b) = plt.subplots(2, 1, figsize=(max(10, len(labels) * 0.9), 8))
@@ -459,7 +510,8 @@ def plot(result: dict, path: Path) -> None:
           color=[colors[r["mode"]] for r in runs] + ["tab:gray"])
     a.set_yscale("log")
     a.set_ylabel("messages/s (burst)")
-    a.set_title("sustained throughput, six brokers in one Spark application (local[2])")
+    a.set_title("sustained throughput, six brokers: one Spark application (local[2]) or one each (standalone), "
+                "Kafka RF 1 or 3")
     x = list(range(len(labels)))
     p50 = [r["latency_p50_s"] or 0 for r in runs] + [raw["latency_p50_s"]]
     p99 = [r["latency_p99_s"] or 0 for r in runs] + [raw["latency_p99_s"]]
@@ -477,7 +529,7 @@ def plot(result: dict, path: Path) -> None:
 
 def _row(name: str, r: dict) -> str:
     f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    return (f"{name:<28} {f(r['throughput_msg_s'], ',.0f'):>8} {f(r.get('latency_p50_s'), '.3f'):>7} "
+    return (f"{name:<42} {f(r['throughput_msg_s'], ',.0f'):>8} {f(r.get('latency_p50_s'), '.3f'):>7} "
             f"{f(r.get('latency_p99_s'), '.3f'):>7} {f(r.get('forwarded_per_message'), '.2f'):>6} "
             f"{f(r.get('deliveries_per_message'), ',.1f'):>8} {f(r.get('bytes_written_per_message'), ',.0f'):>10} "
             f"{f(r.get('cpu_s_per_message', 0) * 1000, '.2f'):>8}")
@@ -500,6 +552,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst", type=int, help="messages in a throughput burst (default 5000)")
     ap.add_argument("--steady", type=int, help="messages in a latency run (default 200)")
     ap.add_argument("--rate", type=float, default=20.0, help="messages/s of the latency run (default 20)")
+    ap.add_argument("--distributed", action="store_true",
+                    help="also run each routing configuration on a 3-node Kafka (RF 3, min.insync.replicas 2), "
+                         "with every broker a Spark application of its own on a local standalone cluster, and both "
+                         "(`onyx up --distributed`), in the same run")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULTS / "overlay.json")
     ap.add_argument("--plot", type=Path, default=RESULTS / "overlay.png")
@@ -523,13 +579,15 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session("onyx-bench-overlay")
     runs = []
     try:
-        plan = [("floor", MIXES["generator"], 0)]
-        plan += [(mode, MIXES[m], n) for m in args.mixes for n in sizes for mode in args.modes]
-        for label, mix, n in plan:
+        plan = [("floor", MIXES["generator"], 0, LOCAL)]
+        plan += [(mode, MIXES[m], n, d) for m in args.mixes for n in sizes for mode in args.modes
+                 for d in (LOCAL, *(DISTRIBUTED if args.distributed and mode == "routing" else ()))]
+        for label, mix, n, deployment in plan:
             mode, projection = MODES.get(label, ("floor", True))
-            print(f"  {label:8} {mix.name:9} {n:>7,} profiles ...", end="", flush=True)
+            print(f"  {label:8} {mix.name:9} {n:>7,} profiles, {deployment.label} ...", end="", flush=True)
             burst, steady = mix.messages(n_burst, args.seed), mix.messages(n_steady, args.seed + 1)
-            r = overlay_run(spark, mode, mix, n, burst, steady, args.rate, args.seed, projection, args.budget)
+            r = overlay_run(spark, mode, mix, n, burst, steady, args.rate, args.seed, projection, args.budget,
+                            deployment)
             r["mode"] = label
             runs.append(r)
             print(f" {r['throughput_msg_s']:,.0f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.2f} s, "
@@ -540,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
     fanout = None
-    heavy = [r for r in runs if r["mode"] == "routing" and r["mix"] == "generator"]
+    heavy = [r for r in runs if r["mode"] == "routing" and r["mix"] == "generator" and r["deployment"] == LOCAL.label]
     if heavy:
         top = max(heavy, key=lambda r: r["profiles"])
         copies = max(1, round(top["records_per_message"]))
@@ -551,19 +609,19 @@ def main(argv: list[str] | None = None) -> int:
                                 copies)
             fanout["profiles"] = top["profiles"]
             print(f" {fanout['throughput_msg_s']:,.1f} msg/s", flush=True)
-    print(f"\n{'run':<28} {'msg/s':>8} {'p50 s':>7} {'p99 s':>7} {'links':>6} {'deliv':>8} {'bytes/msg':>10} "
+    print(f"\n{'run':<42} {'msg/s':>8} {'p50 s':>7} {'p99 s':>7} {'links':>6} {'deliv':>8} {'bytes/msg':>10} "
           f"{'CPU ms':>8}")
     print(_row("raw Kafka", raw))
     if fanout:
         print(_row(f"raw fan-out x{fanout['copies']}", fanout))
     for r in runs:
         name = "Spark floor" if r["mode"] == "floor" else f"{r['mode']} {r['mix']} {r['profiles']:,}"
-        print(_row(name, r))
+        print(_row(f"{name}, {r['deployment']}", r))
     floor = next(r for r in runs if r["mode"] == "floor")
     result = {"argv": sys.argv[1:] if argv is None else argv,
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
               "raw_kafka": raw, "raw_fanout": fanout, "overlay": runs,
-              "ratios": {f"{r['mode']}-{r['mix']}-{r['profiles']}": {
+              "ratios": {f"{r['mode']}-{r['mix']}-{r['profiles']}-{r['deployment']}": {
                   "p50_vs_floor": (r["latency_p50_s"] or 0) / floor["latency_p50_s"],
                   "throughput_vs_raw": r["throughput_msg_s"] / raw["throughput_msg_s"]}
                   for r in runs if r["mode"] != "floor"}}

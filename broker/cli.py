@@ -25,18 +25,20 @@ def _say(line: str = "") -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from broker.local import demo
 
-    return demo.run(profiles=args.profiles, messages=args.messages, corpus=args.corpus, timeout=args.timeout)
+    return demo.run(profiles=args.profiles, messages=args.messages, corpus=args.corpus, timeout=args.timeout,
+                    distributed=args.distributed)
 
 
 def _overlay_settings(args: argparse.Namespace):
     from broker.local.cluster import OverlaySettings
 
-    return OverlaySettings(name="up", api_port=getattr(args, "port", None),
-                           trigger=getattr(args, "trigger", config.BROKER_TRIGGER),
-                           link_format=getattr(args, "link_format", "stream"),
-                           placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False),
-                           bootstrap_servers=getattr(args, "bootstrap_servers", None),
-                           archive=getattr(args, "archive", config.ARCHIVE))
+    make = OverlaySettings.distributed if getattr(args, "distributed", False) else OverlaySettings
+    return make(name="up", api_port=getattr(args, "port", None),
+                trigger=getattr(args, "trigger", config.BROKER_TRIGGER),
+                link_format=getattr(args, "link_format", "stream"),
+                placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False),
+                bootstrap_servers=getattr(args, "bootstrap_servers", None),
+                archive=getattr(args, "archive", config.ARCHIVE))
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -46,7 +48,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
     overlay = load_overlay(args.overlay)  # checked here, so a bad config fails before anything starts
     if args.detach:
         argv = [a for a in (args.argv or []) if a != "--detach"]
-        return up.up_detached(argv, _say, timeout=args.timeout)
+        timeout = args.timeout if args.timeout is not None else (
+            config.DIST_START_TIMEOUT_S + 300 if args.distributed else 300.0)
+        return up.up_detached(argv, _say, timeout=timeout)
     return up.up(overlay, _overlay_settings(args), _say)
 
 
@@ -313,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--corpus", type=Path, default=None,
                       help=f"folder of XML files to publish too (default {config.CORPUS_DIR}, if present)")
     demo.add_argument("--timeout", type=float, default=300.0, help="seconds to wait at each stage (default 300)")
+    demo.add_argument("--distributed", action="store_true",
+                      help="the same demo on `onyx up --distributed`'s overlay: a 3-node Kafka cluster and a Spark "
+                           "standalone cluster, every broker a Spark application of its own")
     demo.set_defaults(func=_cmd_demo)
 
     up = sub.add_parser("up", help="run a local overlay: Kafka, registration service, brokers as streaming queries",
@@ -333,7 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="wire format between brokers (default stream; see `formats.available()`)")
     up.add_argument("--placement", default=config.PLACEMENT, choices=sorted(STRATEGIES),
                     help=f"host broker choice of the registration service (default {config.PLACEMENT})")
-    up.add_argument("--timeout", type=float, default=300.0, help="with --detach: seconds to wait for readiness")
+    up.add_argument("--timeout", type=float, default=None,
+                    help="with --detach: seconds to wait for readiness (default 300; with --distributed "
+                         f"{config.DIST_START_TIMEOUT_S + 300:.0f})")
+    up.add_argument("--distributed", action="store_true",
+                    help="a Kafka cluster of 3 KRaft nodes (replication factor 3, min.insync.replicas 2) and a "
+                         "Spark standalone cluster (a master, 2 workers) on loopback, every broker submitted to it "
+                         "as a Spark application of its own (`python broker/job.py`, as the Helm chart runs it); "
+                         "everything under the run folder's overlay-up/")
     up.add_argument("--bootstrap-servers", default=None, metavar="HOST:PORT",
                     help="use this Kafka (its topics are the overlay's; they outlive the overlay) instead of "
                          "starting one")

@@ -110,7 +110,7 @@ def publish(bootstrap: str, topic: str, messages: list[tuple[str, bytes]], rate:
 
     from broker.kafka_auth import librdkafka_options
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
                          "message.max.bytes": 16 * 1024 * 1024, **librdkafka_options()})
     failed: list[str] = []
 

@@ -34,6 +34,53 @@ KAFKA_HEAP = os.environ.get("ONYX_KAFKA_HEAP", "512m")
 KAFKA_START_TIMEOUT_S = float(os.environ.get("ONYX_KAFKA_START_TIMEOUT", "90"))
 """How long to wait for the local Kafka broker to accept clients (ONYX_KAFKA_START_TIMEOUT)."""
 
+KAFKA_REPLICATION = int(os.environ.get("ONYX_KAFKA_REPLICATION", "3"))
+"""Copies of every topic in a local Kafka cluster of several nodes (ONYX_KAFKA_REPLICATION; at
+most the number of nodes): ``onyx up --distributed``'s three nodes keep three, as the Helm chart's
+cluster does."""
+
+KAFKA_MIN_INSYNC = int(os.environ.get("ONYX_KAFKA_MIN_INSYNC", "2"))
+"""``min.insync.replicas`` of such a cluster (ONYX_KAFKA_MIN_INSYNC; at most the replication
+factor minus one): with ``acks=all`` a write is acknowledged once this many copies have it, so
+one node may be lost without losing a record or refusing a write."""
+
+# -- `onyx up --distributed`: a Kafka cluster and a Spark standalone cluster on loopback ------
+
+DIST_KAFKA_NODES = int(os.environ.get("ONYX_DIST_KAFKA_NODES", "3"))
+"""Combined controller+broker KRaft nodes of ``onyx up --distributed`` (ONYX_DIST_KAFKA_NODES)."""
+
+DIST_SPARK_WORKERS = int(os.environ.get("ONYX_DIST_SPARK_WORKERS", "2"))
+"""Spark standalone workers of ``onyx up --distributed`` (ONYX_DIST_SPARK_WORKERS)."""
+
+DIST_WORKER_CORES = int(os.environ.get("ONYX_DIST_WORKER_CORES", "8"))
+"""Cores each standalone worker offers (ONYX_DIST_WORKER_CORES; SPARK_WORKER_CORES). More than
+the machine has: every broker is an application of its own with one executor core, and one
+worker must be able to take every application's executor when the other is lost."""
+
+DIST_WORKER_MEMORY = os.environ.get("ONYX_DIST_WORKER_MEMORY", "6g")
+"""Memory each standalone worker offers its executors (ONYX_DIST_WORKER_MEMORY; SPARK_WORKER_MEMORY):
+enough for every application's executor on one worker."""
+
+DIST_DAEMON_MEMORY = os.environ.get("ONYX_DIST_DAEMON_MEMORY", "512m")
+"""Heap of the standalone master and of each worker daemon (ONYX_DIST_DAEMON_MEMORY; SPARK_DAEMON_MEMORY)."""
+
+DIST_EXECUTOR_MEMORY = os.environ.get("ONYX_DIST_EXECUTOR_MEMORY", "512m")
+"""Executor memory of each broker application on the standalone cluster (ONYX_DIST_EXECUTOR_MEMORY)."""
+
+DIST_DRIVER_MEMORY = os.environ.get("ONYX_DIST_DRIVER_MEMORY", "512m")
+"""Driver memory of each broker application on the standalone cluster (ONYX_DIST_DRIVER_MEMORY)."""
+
+DIST_APP_CORES = int(os.environ.get("ONYX_DIST_APP_CORES", "1"))
+"""Executor cores of each broker application (ONYX_DIST_APP_CORES; ``spark.cores.max``)."""
+
+DIST_START_TIMEOUT_S = float(os.environ.get("ONYX_DIST_START_TIMEOUT", "600"))
+"""How long to wait for the standalone cluster and every broker application to run
+(ONYX_DIST_START_TIMEOUT): six applications starting at once on two cores take minutes."""
+
+DIST_STATUS_EVERY_S = float(os.environ.get("ONYX_DIST_STATUS_EVERY", "1"))
+"""How often a broker application started with ``--status-file`` writes its status there
+(ONYX_DIST_STATUS_EVERY, seconds): how ``onyx up --distributed`` sees lag and counters."""
+
 SPARK_MASTER = os.environ.get("ONYX_SPARK_MASTER", "local[2]")
 """Spark master for brokers (ONYX_SPARK_MASTER); local with two threads by default."""
 

@@ -7,3 +7,8 @@ class SetupError(RuntimeError):
 
 class KafkaStartError(RuntimeError):
     """The local Kafka broker did not come up; the message quotes its log."""
+
+
+class SparkClusterError(RuntimeError):
+    """The local Spark standalone cluster, or an application submitted to it, did not come up
+    or stopped; the message names the log to read."""

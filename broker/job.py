@@ -256,8 +256,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--link-format", default="stream", help="wire format towards child brokers (default stream)")
     parser.add_argument("--trigger", default=config.BROKER_TRIGGER,
                         help=f"micro-batch interval (default {config.BROKER_TRIGGER!r})")
+    parser.add_argument("--status-file", type=Path,
+                        help="write the brokers' status and read offsets here as JSON every "
+                             f"{config.DIST_STATUS_EVERY_S:g} s (how `onyx up --distributed` watches its applications)")
+    parser.add_argument("--die-with-parent", action="store_true",
+                        help="end when the parent process ends, SIGKILL included (the spark-submit JVM of a "
+                             "local standalone cluster), so no driver outlives its application")
     args = parser.parse_args(argv)
     from broker.spark.session import build_session
+
+    if args.die_with_parent:
+        from broker.jvm import die_with_parent
+
+        die_with_parent()
 
     if not args.bootstrap_servers:
         parser.error("--bootstrap-servers (or $ONYX_KAFKA_BOOTSTRAP) is required")
@@ -272,11 +283,25 @@ def main(argv: list[str] | None = None) -> int:
                                           args.link_format, args.trigger))
     job.start()
     try:
-        while not job.query.awaitTermination(5):
+        while not job.query.awaitTermination(config.DIST_STATUS_EVERY_S if args.status_file else 5):
             job.poll()
+            if args.status_file:
+                write_status(job, args.status_file)
     finally:
         job.close()
     return 0
+
+
+def write_status(job: BrokerJob, path: Path) -> None:
+    """The job's :meth:`~BrokerJob.status` and :meth:`~BrokerJob.offsets` as JSON in ``path``
+    (written to a temporary name and renamed: a reader never sees half a file)."""
+    import json
+    import time
+
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"time": time.time(), "pid": os.getpid(), "status": job.status(),
+                               "offsets": job.offsets()}, default=str))
+    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,21 @@
-"""Java and the jars ``make jvm`` fetched, for the local Kafka broker and for Spark.
+"""Java and the jars ``make jvm`` fetched, for the local Kafka broker and for Spark, and
+the tie of a started JVM to its parent.
 
 Both the Kafka dev cluster (:mod:`broker.local.devcluster`) and the SparkSession
 (:mod:`broker.spark.session`) start a JVM: they find it, and the jars it needs, here.
+The local clusters' JVMs and a broker application's driver end with the process that
+started them (:func:`die_with_parent`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import signal
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from broker import config
@@ -42,3 +48,12 @@ def jar_dir(name: str) -> Path:
     if not any(folder.glob("*.jar")):
         raise SetupError(f"no jars in {folder}: run `make jvm` to fetch them from Maven Central")
     return folder
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent goes away, so no JVM or
+    driver outlives a crashed run (a ``preexec_fn`` between fork and exec, or a process's
+    own first call)."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

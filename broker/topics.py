@@ -143,8 +143,9 @@ def delivery_topic(name: str) -> str:
 
 def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int = 1,
                   config: dict[str, str] | None = None) -> list[str]:
-    """Create the topics that do not exist yet (with topic ``config``, e.g. retention);
-    returns the ones created."""
+    """Create the topics that do not exist yet (with topic ``config``, e.g. retention),
+    with the cluster's default replication factor (3 on a cluster of three nodes); returns
+    the ones created."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
@@ -156,7 +157,7 @@ def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int 
         wanted = set(names) - set(admin.list_topics())
         if wanted:
             try:
-                admin.create_topics([NewTopic(n, partitions, 1, topic_configs=config or {}) for n in sorted(wanted)])
+                admin.create_topics([NewTopic(n, partitions, -1, topic_configs=config or {}) for n in sorted(wanted)])
             except TopicAlreadyExistsError:
                 pass  # raced with auto-creation; the topic exists, which is all we need
         return sorted(wanted)

@@ -1,9 +1,11 @@
 """Session-wide fixtures: one real Kafka broker, one real SparkSession and one real PostgreSQL
-server per test run."""
+server per test run; and, per test module that asks for it, a distributed overlay (a Kafka
+cluster and a Spark standalone cluster on loopback)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pytest
@@ -57,3 +59,27 @@ def corpus_files():
     if not files:
         pytest.skip(f"news corpus not found at {config.CORPUS_DIR}")
     return files
+
+
+@pytest.fixture(scope="module")
+def distributed_overlay(request):
+    """``onyx up --distributed`` for a test module: a 3-node KRaft Kafka cluster (replication
+    factor 3, min.insync.replicas 2), a Spark standalone master with 2 workers, every broker of
+    the module's ``OVERLAY`` (default: ONYX Figure 4) a Spark application of its own, and the
+    registration service; stopped at the end, and then nothing it started may still run."""
+    from broker.local.cluster import LocalOverlay, OverlaySettings
+    from routing.overlay import builtin
+    from tests.broker.test_crash_restart import survivors
+
+    name = f"dist-{request.module.__name__.rsplit('.', 1)[-1]}-{os.getpid()}"
+    cluster = LocalOverlay(getattr(request.module, "OVERLAY", None) or builtin("figure4"),
+                           OverlaySettings.distributed(name=name))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+    left = survivors(f"overlay-{name}")
+    assert left == [], f"processes of the distributed overlay still running: {left}"
+    for d in cluster.data_dirs():
+        shutil.rmtree(d, ignore_errors=True)

@@ -1,6 +1,10 @@
 """A whole overlay on one machine: Kafka, the registration service, and every broker
 served by one streaming query of a single Spark application (what ``onyx up`` runs,
-and what the end-to-end tests, the demo and the benchmark use).
+and what the end-to-end tests, the demo and the benchmark use); or, ``distributed``
+(``onyx up --distributed``), a Kafka cluster of three nodes (replication factor 3,
+``min.insync.replicas`` 2) and a Spark standalone cluster (a master, two workers) on
+loopback, with every broker a Spark application of its own submitted to it
+(:mod:`broker.local.brokerapps`), as the Helm chart deploys them.
 
 >>> with LocalOverlay(builtin("figure4")) as cluster:        # doctest: +SKIP
 ...     cluster.api_url, cluster.bootstrap_servers
@@ -21,8 +25,11 @@ from pathlib import Path
 
 from broker import config, topics
 from broker.dataplane.plan import Limits
+from broker.errors import SetupError
 from broker.job import BrokerJob, BrokerSettings
+from broker.local.brokerapps import BrokerApps
 from broker.local.devcluster import KafkaDevCluster, free_port
+from broker.local.sparkcluster import SparkStandalone
 from broker.registry.serve import BackgroundServer, ServiceSettings
 from routing.budget import Budget
 from routing.overlay import Overlay
@@ -45,6 +52,14 @@ class OverlaySettings:
     budget: Budget | None = None  # routing-table budget of every broker (None: config.BROKER_TABLE_BUDGET)
     projection: bool = config.BROKER_PROJECTION
     archive: bool = False  # run the archive writer beside the brokers (`onyx up`: config.ARCHIVE)
+    kafka_nodes: int = 1  # nodes of the overlay's own Kafka (3: replication factor 3, min.insync.replicas 2)
+    applications: bool = False  # every broker a Spark application of its own on a local standalone cluster
+
+    @classmethod
+    def distributed(cls, **kwargs) -> "OverlaySettings":
+        """``onyx up --distributed``: a Kafka cluster of :data:`~broker.config.DIST_KAFKA_NODES`
+        nodes and one Spark application per broker on a standalone cluster."""
+        return cls(kafka_nodes=config.DIST_KAFKA_NODES, applications=True, **kwargs)
 
 
 class LocalOverlay:
@@ -58,7 +73,8 @@ class LocalOverlay:
         self.service: BackgroundServer | None = None
         self.spark = spark
         self._own_spark = spark is None
-        self.job: BrokerJob | None = None
+        self.job: BrokerJob | BrokerApps | None = None  # the brokers, as one application or one each
+        self.standalone: SparkStandalone | None = None  # the Spark cluster of a distributed overlay
         self.archive_writer: subprocess.Popen | None = None  # the archive writer's Spark application
         self._offsets = None  # a Kafka client for lag()
         self._status_lock = threading.Lock()  # status() runs for `onyx up`'s loop and for the service's console
@@ -69,8 +85,13 @@ class LocalOverlay:
         (topics, records, committed offsets; the brokers' state logs among them)."""
         dirs = [self.dir]
         if self.settings.bootstrap_servers is None:
-            dirs.append(KafkaDevCluster(name=f"overlay-{self.settings.name}").dir)
+            dirs.append(self._kafka().dir)
         return dirs
+
+    def _kafka(self) -> KafkaDevCluster:
+        """The overlay's own Kafka: one node, or a cluster of several when distributed."""
+        return KafkaDevCluster(name=f"overlay-{self.settings.name}", keep=not self.settings.fresh,
+                               nodes=self.settings.kafka_nodes)
 
     @property
     def archive_dir(self) -> Path | None:
@@ -99,13 +120,40 @@ class LocalOverlay:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.settings.bootstrap_servers is None:
             progress("starting Kafka")
-            self.kafka = KafkaDevCluster(name=f"overlay-{self.settings.name}", keep=not self.settings.fresh).start()
+            self.kafka = self._kafka().start()
         topics.ensure_topics(self.bootstrap_servers, self.topics())
         progress("starting the registration service")
         self.service = BackgroundServer(ServiceSettings(
             self.bootstrap_servers, copy.deepcopy(self.overlay), f"sqlite:///{self.dir / 'onyx.db'}",
             "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement,
             archive_dir=self.archive_dir, figures=self.status)).start()
+        if self.settings.applications:
+            self._start_applications(progress)
+        else:
+            self._start_query(progress)
+        if self.archive_dir is not None:
+            progress("starting the archive writer")
+            self._start_archive_writer()
+        return self
+
+    def _start_applications(self, progress) -> None:
+        """A Spark standalone cluster, and every broker submitted to it as an application."""
+        s = self.settings
+        if s.mode != "route" or s.budget is not None or s.projection != config.BROKER_PROJECTION or s.limits != Limits():
+            # broker/job.py takes these from broker.config (the environment), as in Kubernetes.
+            raise SetupError("per-broker applications run with the defaults of broker/config.py: set mode, table "
+                             "budget, projection and limits through the environment (ONYX_TABLE_BUDGET, "
+                             "ONYX_BROKER_PROJECTION), not OverlaySettings")
+        progress(f"starting Spark standalone (a master, {config.DIST_SPARK_WORKERS} workers)")
+        self.standalone = SparkStandalone("cluster", run_dir=self.dir).start()
+        progress(f"submitting brokers {', '.join(self.overlay.brokers)} as one Spark application each")
+        self.job = BrokerApps(self.standalone, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir,
+                              self.settings.link_format, self.settings.trigger)
+        self.job.start()
+        self.job.wait_running()
+
+    def _start_query(self, progress) -> None:
+        """One Spark application whose one streaming query serves every broker."""
         if self.spark is None:
             progress("starting Spark")
             from broker.spark.session import build_session
@@ -118,10 +166,6 @@ class LocalOverlay:
             mode=self.settings.mode, tasks=self.settings.tasks, projection=self.settings.projection,
             **({"budget": self.settings.budget} if self.settings.budget is not None else {})))
         self.job.start()
-        if self.archive_dir is not None:
-            progress("starting the archive writer")
-            self._start_archive_writer()
-        return self
 
     def _start_archive_writer(self) -> None:
         """The archive writer as a Spark application of its own (``broker.archive_job``,
@@ -195,8 +239,8 @@ class LocalOverlay:
     def status(self) -> dict:
         """Per broker what ``onyx status`` shows (and the console, ``/metrics``); no broker before they started."""
         with self._status_lock:
-            if self.job is None or self.job.follower is None:
-                return {"brokers": []}
+            if self.job is None or (isinstance(self.job, BrokerJob) and self.job.follower is None):
+                return {"brokers": []}  # the streaming query has not started yet
             lag = self.lag()
             out = {"brokers": [dict(b, lag=lag.get(b["broker"])) for b in self.job.status()]}
         if self.archive_writer is not None:
@@ -249,6 +293,9 @@ class LocalOverlay:
             self.service.stop()
         if self.spark is not None and self._own_spark:
             self.spark.stop()
+        if self.standalone is not None:
+            self.standalone.stop()
+            self.standalone = None
         if self.kafka is not None:
             self.kafka.stop()
 

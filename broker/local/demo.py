@@ -241,16 +241,23 @@ def _short(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def run(profiles: int = 2000, messages: int = 200, corpus=None, timeout: float = 300.0, out=None) -> int:
-    """Start the Figure 4 overlay, run the demo on it, stop everything; 0 when exact."""
+def run(profiles: int = 2000, messages: int = 200, corpus=None, timeout: float = 300.0, out=None,
+        distributed: bool = False) -> int:
+    """Start the Figure 4 overlay (``distributed``: on a Kafka cluster and a Spark standalone
+    cluster, one application per broker), run the demo on it, stop everything; 0 when exact."""
     say = (lambda s="": print(s, file=out or sys.stdout, flush=True))
     say("Onyx demo: the six-broker overlay of ONYX Figure 4 on Kafka and Spark Structured Streaming")
-    cluster = LocalOverlay(builtin("figure4"), OverlaySettings(name="demo"))
+    make = OverlaySettings.distributed if distributed else OverlaySettings
+    cluster = LocalOverlay(builtin("figure4"), make(name="demo"))
     try:
         cluster.start(progress=lambda msg: say(f"  {msg} ..."))
         say(f"  kafka     {cluster.bootstrap_servers}")
         say(f"  api       {cluster.api_url}")
-        say(f"  brokers   {', '.join(cluster.overlay.brokers)} (one streaming query serves them all)")
+        if cluster.standalone is not None:
+            say(f"  spark     {cluster.standalone.master_url} ({len(cluster.standalone.workers)} workers)")
+            say(f"  brokers   {', '.join(cluster.overlay.brokers)} (one Spark application each)")
+        else:
+            say(f"  brokers   {', '.join(cluster.overlay.brokers)} (one streaming query serves them all)")
         result = run_on(cluster, say, profiles=profiles, messages=messages, corpus=corpus, timeout=timeout)
     finally:
         cluster.stop()

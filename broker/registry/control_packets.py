@@ -99,7 +99,8 @@ class KafkaSender:
         self.timeout_s = timeout_s
         # Header ORIGIN on the profile log's records: whose database they come from.
         self.origin = [(ORIGIN, origin.encode())] if origin else []
-        self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 0,
+        self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 0,
                                   "socket.nagle.disable": True,
                                   # Java's (and kafka-python's) partition for a key: a profile's records
                                   # land where the ones written before this producer did (compaction)

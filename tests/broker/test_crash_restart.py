@@ -88,8 +88,9 @@ def converge(info, api_url, subscriber_token, topic) -> None:
 
 
 def survivors(marker: str, wait: float = 90.0) -> list[str]:
-    """The command lines of processes still running with ``marker`` in them, once they
-    had ``wait`` seconds to go."""
+    """The command lines of processes still running with ``marker`` in them or in their
+    working directory (a Spark executor's is its worker's folder), once they had ``wait``
+    seconds to go."""
     deadline = time.monotonic() + wait
     while True:
         found = []
@@ -99,7 +100,11 @@ def survivors(marker: str, wait: float = 90.0) -> list[str]:
                     cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
             except (OSError, ValueError):
                 continue
-            if entry.isdigit() and int(entry) != os.getpid() and marker in cmd:
+            try:
+                cwd = os.readlink(f"/proc/{entry}/cwd")
+            except OSError:
+                cwd = ""
+            if entry.isdigit() and int(entry) != os.getpid() and (marker in cmd or marker in cwd):
                 found.append(f"{entry}: {cmd[:200]}")
         if not found or time.monotonic() > deadline:
             return found
