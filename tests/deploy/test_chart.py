@@ -355,7 +355,12 @@ def test_kafka_users_let_each_party_touch_only_its_topics(helm, overlay, tmp_pat
                                                         topics.PROFILES))
     assert _allowed(registry, "Create", "onyx.deliver.s9") and _allowed(registry, "Create", "alerts.nyc")
     assert not _allowed(registry, "Create", "payments") and not _allowed(registry, "Write", source)
-    assert not any(_allowed(registry, "Read", t) for t in (source, "onyx.deliver.s1", topics.PROFILES))
+    # it reads its own logs at start, and the deliveries it pushes (SSE, webhooks); never a source
+    assert all(_allowed(registry, "Read", t) for t in (topics.PROFILES, topics.METADATA, "onyx.deliver.s1",
+                                                       "alerts.sf", topics.DEAD_LETTER))
+    assert not any(_allowed(registry, "Read", t) for t in (source, topics.broker_topic(overlay.brokers[0]),
+                                                           topics.state_topic(overlay.brokers[0])))
+    assert _allowed(registry, "Write", topics.DEAD_LETTER) and not _allowed(registry, "Write", "onyx.deliver.s1")
     (deployment,) = docs["Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert _auth_env(container["env"]) == ("onyx-registry", "onyx-registry")
