@@ -57,3 +57,23 @@ def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def stop_processes(procs: list[subprocess.Popen], timeout: float) -> None:
+    """SIGTERM to every process of ``procs`` at once, then wait for each; one still running
+    after ``timeout`` seconds gets SIGKILL."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_process(proc)
+
+
+def kill_process(proc: subprocess.Popen | None) -> None:
+    """End ``proc`` with SIGKILL, as a crash would, and reap it (nothing if it is gone)."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+    if proc is not None:
+        proc.wait()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from broker import config
 from broker.errors import KafkaStartError, SetupError
-from broker.jvm import die_with_parent, find_java, jar_dir
+from broker.jvm import die_with_parent, find_java, jar_dir, kill_process, stop_processes
 
 
 def free_port() -> int:
@@ -327,14 +327,7 @@ class KafkaDevCluster:
         procs = [n.proc for n in self.nodes if n.running]
         for node in self.nodes:
             node.proc = None
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(procs, timeout)
 
     def kill(self) -> None:
         """End every node with SIGKILL, as a crash would (no clean shutdown: the next start
@@ -346,9 +339,7 @@ class KafkaDevCluster:
         """End node ``node_id`` (1-based) with SIGKILL; the others carry on."""
         node = self.nodes[node_id - 1]
         proc, node.proc = node.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_process(proc)
 
     def start_node(self, node_id: int, timeout: float | None = None) -> None:
         """Start node ``node_id`` again on its data and ports, and wait until it serves.

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from broker import config
 from broker.errors import SetupError, SparkClusterError
-from broker.jvm import die_with_parent, find_java
+from broker.jvm import die_with_parent, find_java, kill_process, stop_processes
 from broker.local.devcluster import free_port
 
 
@@ -130,9 +130,7 @@ class SparkStandalone:
         """End worker ``number`` (1-based) with SIGKILL, as a lost machine would."""
         w = self.workers[number - 1]
         proc, w.proc = w.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_process(proc)
 
     def state(self) -> dict:
         """The master's JSON view: workers, applications and their state."""
@@ -165,14 +163,7 @@ class SparkStandalone:
             procs = [d.proc for d in group if d.running]
             for d in group:
                 d.proc = None
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop_processes(procs, timeout)
 
     def __enter__(self) -> "SparkStandalone":
         return self.start()
