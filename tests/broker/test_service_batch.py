@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import broker.registry.app
+from broker import config
 from broker.registry.control_packets import PacketSendError
 from broker.registry.app import MAX_BATCH, PlacementLoad, create_app
 from broker.registry.store import Store
@@ -46,15 +47,22 @@ class OnlySend:
 
 
 class Admin:
-    """Records created topics; refuses the ones in ``refuse`` as Kafka's ACLs would."""
+    """Records created topics; refuses the ones in ``refuse`` as Kafka's ACLs would; the
+    ones in ``foreign`` exist in Kafka already (someone else's)."""
 
-    def __init__(self, refuse=()):
-        self.created, self.refuse = [], set(refuse)
+    def __init__(self, refuse=(), foreign=()):
+        self.created, self.refuse, self.foreign = [], set(refuse), set(foreign)
 
     def create(self, topic):
         if topic in self.refuse:
             raise TopicRefusedError(f"Kafka does not let the registration service create topic {topic} (ACLs)")
         self.created.append(topic)
+
+    def exists(self, topic):
+        return topic in self.foreign or topic in self.created
+
+
+PREFIXES = ("mine.", "alerts.", "acl.")  # the operator's delivery topic prefixes in these tests
 
 
 def _own_metadata():
@@ -68,10 +76,10 @@ def _own_metadata():
 
 @pytest.fixture
 def api(tmp_path):
-    sender, admin = BatchSender(), Admin(refuse={"acl.refused"})
+    sender, admin = BatchSender(), Admin(refuse={"acl.refused"}, foreign={"alerts.foreign"})
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), sender, topic_admin=admin, metadata=_own_metadata()),
-                        raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), sender, topic_admin=admin, metadata=_own_metadata(),
+                                   delivery_prefixes=PREFIXES), raise_server_exceptions=False)
     sender.sent.clear()  # the default source's catalog packets, sent at start
     return client, sender, store, admin
 
@@ -203,17 +211,109 @@ def test_round_robin_spreads_one_batch_over_all_brokers(api):
 def test_a_topic_of_another_subscriber_is_409_for_that_item_only(api):
     client, _, store, _ = api
     other = client.post("/subscribers").json()
-    assert _batch(client, [{"text": "/a", "delivery": {"topic": "taken.t"}}], token=other["token"]).status_code == 200
-    r = _batch(client, [{"text": "/b", "delivery": {"topic": "taken_t"}}, {"text": "/c"}])
-    assert [x["status"] for x in r.json()["results"]] == [409, 201]
+    theirs = other["delivery_topic"]
+    assert _batch(client, [{"text": "/a", "delivery": {"topic": "alerts.taken.t"}}],
+                  token=other["token"]).json()["registered"] == 1
+    # A topic another subscriber claimed under the operator's prefixes (or a name Kafka takes for
+    # the same), its own topic and its namespace: 409 for those items only.
+    r = _batch(client, [{"text": "/b", "delivery": {"topic": "alerts.taken_t"}}, {"text": "/c"},
+                        {"text": "/d", "delivery": {"topic": theirs}},
+                        {"text": "/e", "delivery": {"topic": f"{theirs}.mine"}}])
+    assert [x["status"] for x in r.json()["results"]] == [409, 201, 409, 409]
     assert "taken" in r.json()["results"][0]["error"]["detail"]
-    assert store.topic_owner("taken.t") == ("taken.t", other["subscriber_id"])
+    assert "someone else" in r.json()["results"][2]["error"]["detail"]
+    assert store.topic_owner("alerts.taken.t") == ("alerts.taken.t", other["subscriber_id"])
+    assert store.topic_owner(f"{theirs}.mine") is None
+
+
+def test_the_delivery_topics_a_subscriber_may_name(api):
+    client, _, store, admin = api
+    sub = client.post("/subscribers").json()
+    own = sub["delivery_topic"]
+    r = _batch(client, [{"text": "/a", "delivery": {"topic": own}},                  # 0 its own: 201
+                        {"text": "/b", "delivery": {"topic": f"{own}.sf"}},          # 1 its namespace: 201
+                        {"text": "/c", "delivery": {"topic": "mine.sf"}},            # 2 under a prefix: 201
+                        {"text": "/d", "delivery": {"topic": "elsewhere.sf"}},       # 3 outside both: 422
+                        {"text": "/e", "delivery": {"topic": "__consumer_offsets"}},  # 4 Kafka's: 422
+                        {"text": "/f", "delivery": {"topic": "onyx.profiles"}},      # 5 the overlay's: 422
+                        {"text": "/g", "delivery": {"topic": "onyx.deliver.b1"}}],   # 6 a broker's: 409
+               token=sub["token"])
+    body = r.json()
+    assert [x["status"] for x in body["results"]] == [201, 201, 201, 422, 422, 422, 409], body
+    assert [x["profile"]["delivery_topic"] for x in body["results"][:3]] == [own, f"{own}.sf", "mine.sf"]
+    assert "outside your namespace" in body["results"][3]["error"]["detail"]
+    assert "Kafka's own" in body["results"][4]["error"]["detail"]
+    assert "someone else" in body["results"][6]["error"]["detail"]
+    assert {f"{own}.sf", "mine.sf"} <= set(admin.created) and "elsewhere.sf" not in admin.created
+    for topic in (f"{own}.sf", "mine.sf"):
+        assert store.topic_owner(topic) == (topic, sub["subscriber_id"])
+
+
+def test_a_foreign_topic_under_a_prefix_is_409_and_stays_unclaimed(api):
+    client, _, store, _ = api
+    sub = client.post("/subscribers").json()
+    # alerts.foreign exists in Kafka and nobody here created it: someone else reads it.
+    r = _batch(client, [{"text": "/a", "delivery": {"topic": "alerts.foreign"}}, {"text": "/b"}], token=sub["token"])
+    assert [x["status"] for x in r.json()["results"]] == [409, 201]
+    assert "exists in Kafka" in r.json()["results"][0]["error"]["detail"]
+    assert [p.delivery_topic for p in store.list_profiles()] == [sub["delivery_topic"]]
+    # A refused item claims nothing: asking again is still a 409, by either endpoint.
+    assert store.topic_owner("alerts.foreign") is None
+    r = _batch(client, [{"text": "/c", "delivery": {"topic": "alerts.foreign"}}], token=sub["token"])
+    assert [x["status"] for x in r.json()["results"]] == [409]
+    r = client.post("/profiles", json={"text": "/d", "delivery": {"topic": "alerts.foreign"}},
+                    headers={"X-Onyx-Subscriber-Token": sub["token"]})
+    assert r.status_code == 409, r.text
+
+
+def test_a_request_without_a_token_has_lower_limits(api):
+    client, sender, store, _ = api
+    most = config.ANONYMOUS_MAX_BATCH
+    r = _batch(client, [{"text": f"/nitf/p{i}"} for i in range(most + 1)])
+    assert r.status_code == 413 and f"{most:,}" in r.json()["detail"]
+    assert store.list_profiles() == [] and sender.sent == []
+    text = "/nitf/" + "a" * (config.ANONYMOUS_MAX_CHARS // 2)  # two of them: over the limit
+    r = _batch(client, [{"text": text}, {"text": text}])
+    assert r.status_code == 413 and f"{config.ANONYMOUS_MAX_CHARS:,}" in r.json()["detail"]
+    assert store.counts() == {"subscribers": 0, "delivery_topics": 0, "profiles": 0}
+    # With a subscriber's token, the same requests register.
+    token = client.post("/subscribers").json()["token"]
+    assert _batch(client, [{"text": f"/nitf/p{i}"} for i in range(most + 1)], token=token).json()["registered"] == \
+        most + 1
+    assert _batch(client, [{"text": text}, {"text": text}], token=token).json()["registered"] == 2
+    assert _batch(client, [{"text": f"/nitf/p{i}"} for i in range(most)]).json()["registered"] == most
+
+
+def test_a_batch_over_the_character_limit_is_413_even_with_a_token(api):
+    client, _, store, _ = api
+    token = client.post("/subscribers").json()["token"]
+    chunk = "/nitf/" + "a" * 99_000  # a valid profile's length; 21 of them are over 2,000,000 characters
+    r = _batch(client, [{"text": chunk}] * 21, token=token)
+    assert r.status_code == 413 and "2,000,000" in r.json()["detail"]
+    assert store.list_profiles() == []
+
+
+def test_requests_without_a_token_share_one_rate_bucket(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "ANONYMOUS_RATE", 0.001)  # refills nothing during the test
+    monkeypatch.setattr(config, "ANONYMOUS_BURST", 5)
+    store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
+    client = TestClient(create_app(store, builtin(), BatchSender()), raise_server_exceptions=False)
+    assert _batch(client, [{"text": "/a"}] * 3).json()["registered"] == 3  # one new subscriber, 3 from the bucket
+    assert client.post("/profiles", json={"text": "/b"}).status_code == 201  # another one: 4
+    token = client.post("/subscribers").json()["token"]  # a new subscriber takes one too: 5
+    r = client.post("/profiles", json={"text": "/c"})
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+    assert _batch(client, [{"text": "/c"}]).status_code == 429
+    assert client.post("/subscribers").status_code == 429
+    # A subscriber's own budget is not the anonymous one.
+    assert client.post("/profiles", json={"text": "/c"}, headers={"X-Onyx-Subscriber-Token": token}).status_code == 201
+    assert _batch(client, [{"text": "/d"}] * 10, token=token).json()["registered"] == 10
 
 
 def test_a_topic_kafka_refuses_fails_the_items_naming_it_and_is_not_claimed(api):
     client, sender, store, admin = api
     r = _batch(client, [{"text": "/a", "delivery": {"topic": "acl.refused"}}, {"text": "/b"},
-                        {"text": "/c", "delivery": {"topic": "acl.refused"}}])
+                        {"text": "/c", "delivery": {"topic": "acl.refused"}}])  # under the prefix acl.
     body = r.json()
     assert [x["status"] for x in body["results"]] == [422, 201, 422]
     assert "ACLs" in body["results"][0]["error"]["detail"]
@@ -258,7 +358,9 @@ def test_openapi_documents_the_batch_endpoint(api):
     assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/ProfileBatchRegistered")
     assert {"400", "401", "413", "422", "429", "503"} <= set(op["responses"])
     assert "column" in schemas["Error"]["properties"]
-    assert op["security"] == [{"SubscriberToken": []}, {}]  # optional: without it, a new subscriber
+    # optional: without it, a new subscriber
+    assert op["security"] == [{"SubscriberToken": []}, {"Bearer": []}, {}]
+    assert op["x-onyx-access"]["callers"] == ["anonymous", "subscriber"]
     assert spec["components"]["securitySchemes"]["SubscriberToken"]["name"] == "X-Onyx-Subscriber-Token"
 
 
