@@ -51,8 +51,8 @@ def test_changes_are_made_or_refused_in_order_with_one_packet_batch(batch_api):
         {"op": "update", "profile_id": b["profile_id"], "text": "/b["},                # 1 422, column 4
         {"op": "delete", "profile_id": c["profile_id"]},                               # 2 ok
         {"op": "update", "profile_id": c["profile_id"], "text": "/c/y"},               # 3 404: deleted by 2
-        {"op": "delete", "profile_id": other["profile_id"]},                           # 4 401: not its own
-        {"op": "delete", "profile_id": other["profile_id"], "token": a["token"]},      # 5 403: a's token
+        {"op": "delete", "profile_id": other["profile_id"]},                           # 4 404: not its own
+        {"op": "delete", "profile_id": other["profile_id"], "token": a["token"]},      # 5 404: a's token
         {"op": "update", "profile_id": other["profile_id"], "text": "/d/z",
          "token": other["token"]},                                                     # 6 ok (the profile's token)
         {"op": "rename", "profile_id": a["profile_id"]},                               # 7 422
@@ -64,8 +64,10 @@ def test_changes_are_made_or_refused_in_order_with_one_packet_batch(batch_api):
     r = _changes(client, changes, token=sub)
     assert r.status_code == 200, r.text
     out = r.json()
-    assert [x["status"] for x in out["results"]] == [200, 422, 204, 404, 401, 403, 200, 422, 422, 200, 404, 401]
+    # Another subscriber's profile is no profile of this caller's (404), whatever token of its own it shows.
+    assert [x["status"] for x in out["results"]] == [200, 422, 204, 404, 404, 404, 200, 422, 422, 200, 404, 401]
     assert (out["applied"], out["failed"]) == (4, 8)
+    assert "of yours" in out["results"][4]["error"]["detail"] and "of yours" in out["results"][5]["error"]["detail"]
     assert out["results"][1]["error"]["column"] == 4
     assert out["results"][9]["profile"]["version"] == 3 and out["results"][9]["profile"]["text"] == "/a/x2"
     # Stored, and sent as one batch: per change its query packet and its profile-log record.
@@ -77,6 +79,34 @@ def test_changes_are_made_or_refused_in_order_with_one_packet_batch(batch_api):
         ("update", a["profile_id"], 2), ("delete", c["profile_id"], 2),
         ("update", other["profile_id"], 2), ("update", a["profile_id"], 3)]
     assert all(t == f"onyx.broker.{a['host_broker']}" for t, p in packets if p["profile_id"] == a["profile_id"])
+
+
+def test_without_a_subscriber_token_each_change_needs_its_profiles_token(batch_api):
+    client, _, store, _ = batch_api
+    body = _batch(client, [{"text": "/a"}, {"text": "/b"}]).json()
+    a, b = [r["profile"] for r in body["results"]]
+    r = _changes(client, [{"op": "update", "profile_id": a["profile_id"], "text": "/a/x"},   # 401: no token
+                          {"op": "update", "profile_id": a["profile_id"], "text": "/a/y", "token": a["token"]},
+                          {"op": "delete", "profile_id": b["profile_id"], "token": b["token"]},
+                          {"op": "delete", "profile_id": a["profile_id"], "token": "nobody's"}])  # 401
+    assert [x["status"] for x in r.json()["results"]] == [401, 200, 204, 401]
+    assert store.profile(a["profile_id"]).text == "/a/y" and store.profile(b["profile_id"]) is None
+    # A profile's token in the header speaks for that profile only.
+    other = _batch(client, [{"text": "/c"}]).json()["results"][0]["profile"]
+    r = client.post("/profiles:changes", headers={"X-Onyx-Token": a["token"]},
+                    json={"changes": [{"op": "update", "profile_id": a["profile_id"], "text": "/a/z"},
+                                      {"op": "delete", "profile_id": other["profile_id"]}]})
+    assert [x["status"] for x in r.json()["results"]] == [200, 404]
+    assert store.profile(other["profile_id"]) is not None
+
+
+def test_changes_without_a_token_have_the_anonymous_limits(batch_api):
+    from broker import config
+
+    client, sender, _, _ = batch_api
+    r = _changes(client, [{"op": "delete", "profile_id": f"p{i}", "token": "t"}
+                          for i in range(config.ANONYMOUS_MAX_BATCH + 1)])
+    assert r.status_code == 413 and not sender.sent
 
 
 def test_a_request_that_is_not_a_list_of_changes_changes_nothing(batch_api):
@@ -108,6 +138,7 @@ def test_changes_reach_their_host_brokers_for_real(kafka, tmp_path, unique):
             seen += [json.loads(r.value) for r in reader if r.value and r.key and r.key.decode() in ids[:2]]
         reader.close()
         assert [(p["op"], p["profile_id"], p["version"]) for p in seen] == [("update", ids[0], 2), ("delete", ids[1], 2)]
-        assert api("GET", f"{server.url}/profiles/{ids[0]}")["text"] == f"/y[@u = 'CH-{unique}-0']"
+        assert api("GET", f"{server.url}/profiles/{ids[0]}", subscriber_token=body["subscriber_token"]
+                   )["text"] == f"/y[@u = 'CH-{unique}-0']"
     finally:
         server.stop()
