@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 
 import broker.registry.app
+from broker import config
 from broker.local.devcluster import free_port
 from broker.registry.app import MAX_BATCH_BYTES, MAX_BODY_BYTES, MAX_PROFILE_CHARS, create_app
 from broker.registry.limits import RateLimited, RateLimiter
@@ -79,6 +80,8 @@ def test_the_description_says_what_the_limits_are(client):
     spec = client.get("/openapi.json").json()
     text = spec["info"]["description"]
     assert f"{MAX_BATCH_BYTES:,} bytes" in text and f"{MAX_BODY_BYTES:,}" in text and "429" in text
+    # and the lower ones of a request without a token
+    assert f"at most {config.ANONYMOUS_MAX_BATCH:,} profiles and {config.ANONYMOUS_MAX_CHARS:,} characters" in text
     assert spec["components"]["schemas"]["ProfileIn"]["properties"]["text"]["maxLength"] == MAX_PROFILE_CHARS
     assert spec["components"]["schemas"]["ProfileBatchIn"]["properties"]["profiles"]["maxItems"] == 10_000
 
@@ -87,10 +90,13 @@ def test_the_description_names_the_tokens_and_links_a_profile_to_what_its_token_
     spec = client.get("/openapi.json").json()
     schemes = spec["components"]["securitySchemes"]
     assert {name: s.get("name") for name, s in schemes.items()} == {
-        "SubscriberToken": "X-Onyx-Subscriber-Token", "ProfileToken": "X-Onyx-Token", "ProfileBearer": None,
-        "AdminToken": "X-Onyx-Admin-Token"}
+        "SubscriberToken": "X-Onyx-Subscriber-Token", "ProfileToken": "X-Onyx-Token",
+        "PublisherToken": "X-Onyx-Publisher-Token", "AdminToken": "X-Onyx-Admin-Token", "Bearer": None}
+    assert schemes["Bearer"]["type"] == "http" and schemes["Bearer"]["scheme"].lower() == "bearer"
     update = spec["paths"]["/profiles/{profile_id}"]["put"]
-    assert update["security"] == [{"ProfileToken": []}, {"ProfileBearer": []}]
+    # The profile's token or its subscriber's, either also as a Bearer token; never without one.
+    assert update["security"] == [{"ProfileToken": []}, {"SubscriberToken": []}, {"Bearer": []}]
+    assert sorted(update["x-onyx-access"]["callers"]) == ["owner", "subscriber"] and update["x-onyx-access"]["sees"]
     links = spec["paths"]["/profiles"]["post"]["responses"]["201"]["links"]
     assert links["UpdateProfile"] == {"operationId": "update_profile", "description": "replace its text, with its token",
                                       "parameters": {"profile_id": "$response.body#/profile_id",
@@ -123,12 +129,13 @@ def test_a_method_a_path_does_not_take_is_405_naming_every_method_it_takes(clien
 
 def test_a_database_failure_is_503_with_the_one_error_body(tmp_path, monkeypatch):
     client, store = _service(tmp_path)
+    token = client.post("/subscribers").json()["token"]
 
     def down(*args, **kwargs):
         raise OperationalError("SELECT ...", {}, Exception("unable to open database file"))
 
     monkeypatch.setattr(store, "profile", down)
-    r = client.get("/profiles/p1")
+    r = client.get("/profiles/p1", headers={"X-Onyx-Subscriber-Token": token})
     assert r.status_code == 503 and r.json() == {
         "detail": "the database failed (unable to open database file); nothing was changed, try again"}
 
@@ -179,6 +186,30 @@ def test_a_body_without_a_length_is_counted_as_it_arrives(tmp_path, monkeypatch)
     small = json.dumps({"text": "/nitf"}).encode()
     assert client.post("/profiles", content=chunks(small), headers={"Content-Type": "application/json"}
                        ).status_code == 201
+
+
+def test_a_schema_without_a_token_has_the_anonymous_limit(client):
+    dtd = "".join(f"<!ELEMENT e{i} (#PCDATA)>\n" for i in range(4200))  # 112,290 characters
+    assert len(dtd) > config.ANONYMOUS_MAX_CHARS
+    r = client.post("/sources", json={"name": "big", "schema": dtd})
+    assert r.status_code == 413 and f"{config.ANONYMOUS_MAX_CHARS:,}" in r.json()["detail"]
+    publisher = client.post("/sources", json={"name": "small", "schema": dtd[:5000]}).json()["publisher_token"]
+    r = client.post("/sources", json={"name": "big", "schema": dtd}, headers={"X-Onyx-Publisher-Token": publisher})
+    assert r.status_code == 201, r.text
+
+
+def test_each_publisher_and_all_anonymous_callers_have_a_rate_of_new_sources(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "SOURCE_RATE", 0.001)  # refills nothing during the test
+    monkeypatch.setattr(config, "SOURCE_BURST", 2)
+    client, _ = _service(tmp_path, admin_token="op")
+    first = client.post("/sources", json={"name": "a1"}).json()["publisher_token"]
+    assert client.post("/sources", json={"name": "a2"}).status_code == 201
+    r = client.post("/sources", json={"name": "a3"})  # the anonymous callers' third
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+    mine = {"X-Onyx-Publisher-Token": first}  # a publisher has a bucket of its own
+    assert [client.post("/sources", json={"name": f"p{i}"}, headers=mine).status_code for i in range(3)] == \
+        [201, 201, 429]
+    assert client.post("/sources", json={"name": "o1"}, headers={"X-Onyx-Admin-Token": "op"}).status_code == 201
 
 
 # -- rate -----------------------------------------------------------------------------------------
