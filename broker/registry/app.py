@@ -91,6 +91,7 @@ def whole_number(value: Any) -> Any:
 # finite; an integer may be written 1.0.
 JsonFloat = Annotated[float, Strict(), AllowInfNan(False)]
 JsonInt = Annotated[int, Strict()]  # with a "before" validator calling whole_number
+JsonBool = Annotated[bool, Strict()]  # true or false, not 0 or "yes"
 
 
 class Error(BaseModel):
@@ -103,8 +104,9 @@ class Error(BaseModel):
 
 
 # A source's name goes into XML (its metadata document) and logs: printable characters XML
-# 1.0 allows, no control characters (the JSON Schema pattern; the validator says why).
-NAME_PATTERN = "^[^\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff\\ufffe\\uffff]+$"
+# 1.0 allows, no control characters (the JSON Schema pattern; the validator says why, and
+# refuses lone surrogates too, which a JSON string may hold and no pattern can name).
+NAME_PATTERN = "^[^\\x00-\\x1f\\x7f-\\x9f\\ufffe\\uffff]+$"
 _NOT_IN_NAMES = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -135,7 +137,7 @@ class SourceIn(BaseModel):
     rate: JsonFloat | None = Field(None, gt=0, description="expected messages per second")
     size: JsonInt | None = Field(None, gt=0, le=MAX_SIZE, description="expected message size in bytes")
     root_broker: str | None = Field(None, description="root broker to use (default: least-used broker)")
-    public: bool = Field(False, description="whether every subscriber may read the source's archive (replay, "
+    public: JsonBool = Field(False, description="whether every subscriber may read the source's archive (replay, "
                          "queries, backfill); otherwise only the subscribers granted it (PUT "
                          "/sources/{source_id}/grants/{subscriber_id})")
 
@@ -176,7 +178,7 @@ class SourceView(BaseModel):
 
 
 class SourcePatch(BaseModel):
-    public: bool = Field(description="whether every subscriber may read the source's archive")
+    public: JsonBool = Field(description="whether every subscriber may read the source's archive")
 
 
 class GrantsView(BaseModel):
@@ -483,8 +485,8 @@ def _links(source: str, profile_id: str, token: str) -> dict[str, Any]:
     ref = {"profile_id": profile_id}
     auth = {**ref, f"header.{PROFILE_TOKEN_HEADER}": token}
     return {"responses": {source: {"links": {
-        "GetProfile": {"operationId": "get_profile", "parameters": ref,
-                       "description": "the profile just registered"},
+        "GetProfile": {"operationId": "get_profile", "parameters": auth,
+                       "description": "the profile just registered, with its token"},
         "UpdateProfile": {"operationId": "update_profile", "parameters": auth,
                           "description": "replace its text, with its token"},
         "DeleteProfile": {"operationId": "delete_profile", "parameters": auth,
@@ -807,13 +809,14 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.put("/sources/{source_id}/grants/{subscriber_id}", status_code=204, response_class=Response,
              summary="Let a subscriber read a source's archive", operation_id="grant_source",
-             responses={**source_errors, **error_responses({422: "no such subscriber"})})
+             responses=error_responses({401: "no or an unknown token", 403: "a token of another kind",
+                                        404: "no such source of yours, or no such subscriber", 503: _UNAVAILABLE}))
     def grant_source(source_id: str, subscriber_id: str, who: Caller = Depends(access.allow(
             "publisher", "operator", sees="its own sources; an operator: all"))) -> Response:
         """The subscriber may now replay, query and backfill from the source's archive."""
         access.managed_source(who, source_id)
         if store.subscriber(subscriber_id) is None:
-            raise HTTPException(422, f"no subscriber {subscriber_id!r}: grant the id its registration returned")
+            raise HTTPException(404, f"no subscriber {subscriber_id!r}: grant the id its registration returned")
         with store.transaction() as tx:
             tx.grant(source_id, subscriber_id)
         return Response(status_code=204)

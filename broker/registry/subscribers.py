@@ -173,6 +173,7 @@ class Subscribers:
         self.check_topic(subscriber_id, requested)
         if tx.claim_topic(requested, subscriber_id) and not topics.in_namespace(requested, own) \
                 and self.admin.exists(requested):
+            tx.unclaim_topic(requested)  # the rest of a batch goes on in this transaction
             raise TopicTakenError(f"delivery topic {requested} exists in Kafka already and was not created for you: "
                                   "name another topic, or omit delivery.topic to use your own")
         return requested

@@ -8,11 +8,14 @@
   and private ones). With them the requests the description
   calls valid are ones the service must accept, so the positive checks hold it to its
   word; the parsers' refusals are exercised by the negative cases and the unit tests.
-* The tokens of the security schemes, as the requests' credentials: a subscriber's
-  (registered with ``POST /subscribers`` once per run), the operator's (from
-  ``ONYX_CONFORMANCE_ADMIN_TOKEN``) and a profile's (see :class:`ProfileToken`). They are
-  hooks rather than ``[auth]`` settings because schemathesis drops every hook's auth
-  when the settings configure any, and a profile's token can only come from a hook.
+* The tokens of the security schemes, as the requests' credentials, as each operation's rule
+  (``x-onyx-access``) wants them: a subscriber's (registered with ``POST /subscribers``
+  once per run) for its registrations and metadata subscriptions, the operator's (from
+  ``ONYX_CONFORMANCE_ADMIN_TOKEN``) for the operator surfaces, the archive (every source's)
+  and the sources' management, and a profile's (see :class:`ProfileToken`) for the
+  operations on one profile. They are hooks rather than ``[auth]`` settings because
+  schemathesis drops every hook's auth when the settings configure any, and a profile's
+  token can only come from a hook.
 """
 
 from __future__ import annotations
@@ -94,7 +97,8 @@ def _header(case: schemathesis.Case, name: str, value: str) -> None:
     case.headers = {**(case.headers or {}), name: value}
 
 
-@schemathesis.auth().apply_to(path_regex="^/profiles(:batch|:changes)?$", method="POST")
+@schemathesis.auth().apply_to(path_regex="^/profiles(:batch|:changes)?$", method="POST").apply_to(
+    path_regex="^/metadata/subscriptions")
 class SubscriberToken:
     """One subscriber for the whole run (cached by schemathesis), registered through the
     service itself."""
@@ -108,10 +112,11 @@ class SubscriberToken:
         _header(case, "X-Onyx-Subscriber-Token", data)
 
 
-@schemathesis.auth().apply_to(path_regex="^/(rebalance|metrics|console/.+)$")
+@schemathesis.auth().apply_to(
+    path_regex="^/(rebalance|metrics|console/.+|cache|publishers|replay|queries|archive/.+|brokers|sources(/.*)?)$")
 class AdminToken:
-    """The operator token the service under test was started with (the operator endpoint,
-    the console's data, the metrics)."""
+    """The operator token the service under test was started with (the operator endpoints,
+    the console's data, the metrics, the archive of every source, the sources)."""
 
     def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> str:
         return os.environ[ADMIN_TOKEN_ENV]
@@ -120,8 +125,7 @@ class AdminToken:
         _header(case, "X-Onyx-Admin-Token", data)
 
 
-@schemathesis.auth(refresh_interval=None).apply_to(path="/profiles/{profile_id}", method=["PUT", "DELETE"]).apply_to(
-    path="/profiles/{profile_id}/deliveries", method="GET")
+@schemathesis.auth(refresh_interval=None).apply_to(path_regex="^/profiles/\\{profile_id\\}(/[a-z]+)?$")
 class ProfileToken:
     """A profile's token, as the request carries it: the one the registration answered,
     which the description's links put in X-Onyx-Token (stateful phase), or else one no
