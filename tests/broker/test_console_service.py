@@ -20,13 +20,17 @@ FIGURES = {"brokers": [{"broker": b, "running": True, "messages": 10 * i, "forwa
                         "false_positives": {}} for i, b in enumerate(["b1", "b2", "b3", "b4", "b5", "b6"], 1)]}
 
 
-def service(tmp_path, admin_token=None, allow_private=False):
+OPERATOR = {"X-Onyx-Admin-Token": ADMIN}
+OPERATOR_PATHS = ("/console/overlay", "/console/figures", "/console/profiles", "/console/dead-letters", "/metrics")
+
+
+def service(tmp_path, admin_token=ADMIN, allow_private=False):
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
     overlay = builtin()
     app = create_app(store, overlay, RecordingSender(), admin_token=admin_token, webhook_allow_private=allow_private)
     figures = Figures(lambda: FIGURES, every=0)
-    add_console(app, store, overlay, figures, admin_token, None)
-    add_metrics(app, figures, store.profile_counts, admin_token)
+    add_console(app, store, overlay, figures, None)
+    add_metrics(app, figures, store.profile_counts)
     return TestClient(app, raise_server_exceptions=False), store
 
 
@@ -35,32 +39,55 @@ def test_console_page_and_its_data(tmp_path):
     page = client.get("/console")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"] and "Onyx console" in page.text
     client.post("/profiles", json={"text": "/nitf[head/title = 'x']", "near": "b5"})
-    view = client.get("/console/overlay").json()
+    view = client.get("/console/overlay", headers=OPERATOR).json()
     assert [b["broker_id"] for b in view["brokers"]] == ["b1", "b2", "b3", "b4", "b5", "b6"]
     assert sum(b["profiles"] for b in view["brokers"]) == 1
     news = next(s for s in view["sources"] if s["source_id"] == "news")
     assert len(news["tree"]) == 5 and news["tree"][0][0] == news["root_broker"]  # a spanning tree from the root
-    assert client.get("/console/figures").json()["brokers"][5]["messages"] == 60
-    assert client.get("/console/profiles", params={"q": "TITLE b5"}).json()["total"] == 1
-    assert client.get("/console/profiles", params={"q": "nothing-like-this"}).json()["total"] == 0
-    assert client.get("/console/dead-letters").json() == []  # no Kafka here
+    assert client.get("/console/figures", headers=OPERATOR).json()["brokers"][5]["messages"] == 60
+    assert client.get("/console/profiles", params={"q": "TITLE b5"}, headers=OPERATOR).json()["total"] == 1
+    assert client.get("/console/profiles", params={"q": "nothing-like-this"}, headers=OPERATOR).json()["total"] == 0
+    assert client.get("/console/dead-letters", headers=OPERATOR).json() == []  # no Kafka here
 
 
-def test_console_data_and_metrics_need_the_operator_token_when_one_is_set(tmp_path):
-    client, _ = service(tmp_path, admin_token=ADMIN)
+def test_console_data_and_metrics_need_the_operator_token(tmp_path):
+    client, _ = service(tmp_path)
     assert client.get("/console").status_code == 200  # the page holds no data
-    for path in ("/console/overlay", "/console/figures", "/console/profiles", "/console/dead-letters", "/metrics"):
+    registered = client.post("/profiles", json={"text": "/nitf"}).json()
+    publisher = client.post("/sources", json={"name": "wire"}).json()["publisher_token"]
+    for path in OPERATOR_PATHS:
         refused = client.get(path)
         assert refused.status_code == 401 and "X-Onyx-Admin-Token" in refused.json()["detail"], path
         assert client.get(path, headers={"X-Onyx-Admin-Token": "wrong"}).status_code == 401
+        assert client.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        # A token of another kind is no operator's (403), whatever it is.
+        for other in ({"X-Onyx-Subscriber-Token": registered["subscriber_token"]},
+                      {"X-Onyx-Token": registered["token"]}, {"X-Onyx-Publisher-Token": publisher},
+                      {"Authorization": f"Bearer {registered['subscriber_token']}"}):
+            assert client.get(path, headers=other).status_code == 403, (path, other)
         assert client.get(path, headers={"X-Onyx-Admin-Token": ADMIN}).status_code == 200, path
         assert client.get(path, headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 200, path
+
+
+def test_without_an_operator_token_the_operator_surfaces_are_closed(tmp_path):
+    client, _ = service(tmp_path, admin_token=None)
+    assert client.get("/console").status_code == 200
+    registered = client.post("/profiles", json={"text": "/nitf"}).json()
+    for path in OPERATOR_PATHS:
+        for headers in ({}, {"X-Onyx-Admin-Token": ADMIN}, {"X-Onyx-Admin-Token": ""},
+                        {"Authorization": f"Bearer {ADMIN}"}):
+            assert client.get(path, headers=headers).status_code == 401, (path, headers)
+        # Never open, never 200, to anyone: a subscriber's token is of another kind.
+        assert client.get(path, headers={"X-Onyx-Subscriber-Token": registered["subscriber_token"]}
+                          ).status_code == 403, path
+    assert client.post("/rebalance", headers={"X-Onyx-Admin-Token": ADMIN}).status_code == 401
+    assert client.post("/publishers", headers={"X-Onyx-Admin-Token": ADMIN}).status_code == 401
 
 
 def test_metrics_have_the_brokers_figures(tmp_path):
     client, _ = service(tmp_path)
     client.post("/profiles", json={"text": "/nitf", "near": "b2"})
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=OPERATOR).text
     assert 'onyx_messages_in_total{broker="b6"} 60.0' in text
     assert 'onyx_batch_duration_seconds{broker="b1"} 0.12' in text
     assert 'onyx_profiles_hosted{broker="b2"} 1.0' in text
