@@ -185,30 +185,91 @@ def test_broker_rules_are_valid_against_the_onyx_schema():
     world.provider.stop()
 
 
+def test_an_ended_subscription_stays_ended_in_the_log():
+    world = World()
+    world.provider.start()
+    sub = world.provider.subscribe("search Source s register s where s.rate > 100", "alerts", "s1")
+    kept = world.provider.subscribe("search Source s register s where s.rate > 1", "alerts", "s1")
+    world.provider.unsubscribe(sub.id)
+    world.provider.stop()
+    # A provider started afresh from the log (the service after a restart) has only the one still running.
+    again = MetadataProvider(Recorder(), world.overlay)
+    again.replay(world.log())
+    assert set(again.users) == {kept.id}
+
+
 @pytest.fixture
 def service(tmp_path):
     sender = Recorder()
-    app = create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), sender)
+    store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
+    provider = MetadataProvider(sender, builtin(), batch_s=3600)  # batches only when a test flushes
+    app = create_app(store, builtin(), sender, metadata=provider)
     with TestClient(app, raise_server_exceptions=False) as client:
-        yield client, sender
+        yield client, sender, provider, store
+
+
+def _records(sender, subscription_id):
+    """What a subscription's topic got so far."""
+    return [json.loads(v) for t, (k, v, h) in sender.sent if k == f"metadata:{subscription_id}".encode()]
 
 
 def test_metadata_subscriptions_over_http(service):
-    client, sender = service
+    client, sender, _, _ = service
     r = client.post("/metadata/subscriptions", json={"rule": "search Source s register s where s.rate > 100"})
     assert r.status_code == 201, r.text
     body = r.json()
     assert body["topic"] == f"onyx.deliver.{body['subscriber_id']}" and body["subscriber_token"]
-    assert client.post("/sources", json={"name": "Fast", "rate": 500}).status_code == 201
-    records = [json.loads(v) for t, (k, v, h) in sender.sent if k == f"metadata:{body['subscription_id']}".encode()]
+    # A source its subscriber may read (public) is delivered; a publisher's private one is not.
+    assert client.post("/sources", json={"name": "Fast", "rate": 500, "public": True}).status_code == 201
+    records = _records(sender, body["subscription_id"])
     assert records and records[-1]["matched"] == [source_uri("fast")]
+    assert client.post("/sources", json={"name": "Private", "rate": 500}).status_code == 201
+    seen = {u for rec in _records(sender, body["subscription_id"]) for u in rec["matched"] + list(rec["upserts"])}
+    assert source_uri("private") not in seen and not any("private" in u for u in seen)
 
     bad = client.post("/metadata/subscriptions", json={"rule": "search Source s register s where s.rate >"})
     assert bad.status_code == 422 and bad.json()["column"] == 42 and "rule" in bad.json()["detail"]
     assert client.post("/metadata/subscriptions", json={"rule": "x", "topic": "onyx.profiles"}).status_code == 422
-    other = client.post("/subscribers").json()["token"]
+    other = client.post("/subscribers").json()
     path = f"/metadata/subscriptions/{body['subscription_id']}"
     assert client.delete(path).status_code == 401
-    assert client.delete(path, headers={"X-Onyx-Subscriber-Token": other}).status_code == 403
+    # Another subscriber's subscription is none of its own (404); a publisher's token is of another kind (403).
+    assert client.delete(path, headers={"X-Onyx-Subscriber-Token": other["token"]}).status_code == 404
+    publisher = client.post("/sources", json={"name": "Third"}).json()["publisher_token"]
+    assert client.delete(path, headers={"X-Onyx-Publisher-Token": publisher}).status_code == 403
     assert client.delete(path, headers={"X-Onyx-Subscriber-Token": body["subscriber_token"]}).status_code == 204
     assert client.delete(path, headers={"X-Onyx-Subscriber-Token": body["subscriber_token"]}).status_code == 404
+
+
+def test_a_subscription_gets_only_its_subscribers_profiles(service):
+    client, sender, provider, _ = service
+    alice, bob = client.post("/subscribers").json(), client.post("/subscribers").json()
+    rule = {"rule": "search Profile p register p where p.profileVersion > 0"}
+    sub = client.post("/metadata/subscriptions", json=rule, headers={"X-Onyx-Subscriber-Token": alice["token"]}).json()
+    mine = client.post("/profiles", json={"text": "/nitf", "near": "b5"},
+                       headers={"X-Onyx-Subscriber-Token": alice["token"]}).json()
+    theirs = client.post("/profiles", json={"text": "/nitf", "near": "b5"},
+                         headers={"X-Onyx-Subscriber-Token": bob["token"]}).json()
+    provider.flush_queue()  # the profiles' documents go with the provider's next batch
+    seen = {u for rec in _records(sender, sub["subscription_id"]) for u in rec["matched"] + list(rec["upserts"])}
+    assert profile_uri(mine["profile_id"]) in seen
+    assert not any(theirs["profile_id"] in u for u in seen)
+
+
+def test_a_subscriptions_topic_follows_the_profiles_rules(service):
+    client, _, _, store = service
+    alice, bob = client.post("/subscribers").json(), client.post("/subscribers").json()
+    as_alice = {"X-Onyx-Subscriber-Token": alice["token"]}
+    rule = "search Source s register s where s.rate > 1"
+    for topic, status in ((f"{bob['delivery_topic']}", 409), (f"{bob['delivery_topic']}.meta", 409),
+                          ("elsewhere.meta", 422), ("__consumer_offsets", 422)):
+        r = client.post("/metadata/subscriptions", json={"rule": rule, "topic": topic}, headers=as_alice)
+        assert r.status_code == status, (topic, r.text)
+    topic = f"{alice['delivery_topic']}.meta"
+    r = client.post("/metadata/subscriptions", json={"rule": rule, "topic": topic}, headers=as_alice)
+    assert r.status_code == 201 and r.json()["topic"] == topic
+    assert store.topic_owner(topic) == (topic, alice["subscriber_id"])
+    # A profile delivering there too, deleted, leaves the claim: the subscription still holds the topic.
+    p = client.post("/profiles", json={"text": "/nitf", "delivery": {"topic": topic}}, headers=as_alice).json()
+    assert client.delete(f"/profiles/{p['profile_id']}", headers=as_alice).status_code == 204
+    assert store.topic_owner(topic) == (topic, alice["subscriber_id"])
