@@ -42,7 +42,9 @@ def test_profiles_with_the_same_value_share_a_host_and_values_spread_over_broker
     assert all(len(set(h[1:])) == 1 for h in hosts.values()), hosts
     used = Counter(h[-1] for h in hosts.values())
     assert len(used) >= 3  # areas are spread, not piled on one broker
-    brokers = {b["broker_id"]: b["profiles"] for b in client.get("/brokers").json()}
+    token = client.post("/subscribers").json()["token"]
+    brokers = {b["broker_id"]: b["profiles"]
+               for b in client.get("/brokers", headers={"X-Onyx-Subscriber-Token": token}).json()}
     assert sum(brokers.values()) == 6 * len(areas)
 
 
@@ -90,6 +92,9 @@ def test_rebalance_moves_profiles_with_a_delete_and_a_newer_add(tmp_path):
             _host(client, f"/nitf[head/pubdata/@edition.area = '{a}'][head/title = 't{round_}']")
     assert client.post("/rebalance").status_code == 401
     assert client.post("/rebalance", headers={"X-Onyx-Admin-Token": "wrong"}).status_code == 401
+    subscriber = client.post("/subscribers").json()["token"]
+    assert client.post("/rebalance", headers={"X-Onyx-Subscriber-Token": subscriber}).status_code == 403
+    assert client.post("/rebalance", headers={"Authorization": f"Bearer {subscriber}"}).status_code == 403
     sink.sent.clear()
     r = client.post("/rebalance", headers={"X-Onyx-Admin-Token": "s3cret"})
     assert r.status_code == 200, r.text
@@ -107,7 +112,14 @@ def test_rebalance_moves_profiles_with_a_delete_and_a_newer_add(tmp_path):
     assert max(counts.values()) - min(counts.get(b, 0) for b in builtin().brokers) <= len(AREAS) * 4
 
 
-def test_rebalance_is_disabled_without_an_operator_token(tmp_path):
-    client = _admin_client(Store("sqlite://"), Sink(), token=None)
+def test_rebalance_is_closed_without_an_operator_token(tmp_path):
+    store, sink = Store("sqlite://"), Sink()
+    client = _admin_client(store, sink, token=None)
+    _host(client, "/nitf[@version = 'v1']")
+    sink.sent.clear()
+    # No request is an operator's: 401 (not 403, not 200), saying why.
     r = client.post("/rebalance", headers={"X-Onyx-Admin-Token": "x"})
-    assert r.status_code == 403 and "ONYX_ADMIN_TOKEN" in r.json()["detail"]
+    assert r.status_code == 401 and "ONYX_ADMIN_TOKEN" in r.json()["detail"]
+    assert client.post("/rebalance").status_code == 401
+    assert client.post("/rebalance", headers={"Authorization": "Bearer x"}).status_code == 401
+    assert sink.sent == []
