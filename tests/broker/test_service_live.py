@@ -28,11 +28,14 @@ def _call(method, url, body=None, headers=None):
         return err.code, json.loads(err.read())
 
 
+PREFIX = "alerts-live."  # the operator's delivery topic prefix here (ONYX_DELIVERY_TOPIC_PREFIXES)
+
+
 @pytest.fixture(scope="module")
 def service(kafka, tmp_path_factory):
     db = tmp_path_factory.mktemp("svc") / "onyx.db"
     server = BackgroundServer(ServiceSettings(kafka.bootstrap_servers, builtin(), f"sqlite:///{db}",
-                                              "127.0.0.1", free_port())).start()
+                                              "127.0.0.1", free_port(), delivery_prefixes=(PREFIX,))).start()
     yield server
     server.stop()
 
@@ -84,26 +87,56 @@ def test_a_subscriber_topic_exists_in_kafka_when_registration_returns(service, k
         consumer.close()
     status, sub = _call("POST", f"{service.url}/subscribers")
     assert status == 201
-    status, mine = _call("POST", f"{service.url}/profiles", {"text": "/nitf", "delivery": {"topic": f"mine.{sub['subscriber_id']}"}},
-                         {"X-Onyx-Subscriber-Token": sub["token"]})
+    as_sub = {"X-Onyx-Subscriber-Token": sub["token"]}
+    # A topic of its namespace, and one under the operator's prefix: created before the answer.
+    status, mine = _call("POST", f"{service.url}/profiles",
+                         {"text": "/nitf", "delivery": {"topic": f"{sub['delivery_topic']}.mine"}}, as_sub)
     assert status == 201 and mine["subscriber_id"] == sub["subscriber_id"] and "subscriber_token" not in mine
+    status, named = _call("POST", f"{service.url}/profiles",
+                          {"text": "/nitf", "delivery": {"topic": f"{PREFIX}{sub['subscriber_id']}"}}, as_sub)
+    assert status == 201 and named["delivery_topic"] == f"{PREFIX}{sub['subscriber_id']}"
     admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
     try:
-        assert {sub["delivery_topic"], mine["delivery_topic"]} <= set(admin.list_topics())
+        assert {sub["delivery_topic"], mine["delivery_topic"], named["delivery_topic"]} <= set(admin.list_topics())
+    finally:
+        admin.close()
+    # The profile's token and its subscriber's read it; nothing else does.
+    assert _call("GET", f"{service.url}/profiles/{mine['profile_id']}", headers=as_sub)[0] == 200
+    assert _call("GET", f"{service.url}/profiles/{mine['profile_id']}")[0] == 401
+    assert _call("GET", f"{service.url}/profiles/{mine['profile_id']}",
+                 headers={"X-Onyx-Subscriber-Token": body["subscriber_token"]})[0] == 404
+
+
+def test_a_foreign_topic_under_the_prefix_is_409_over_http(service, kafka, unique):
+    from kafka.admin import NewTopic
+
+    foreign = f"{PREFIX}someone-elses-{unique}"  # in Kafka already, created by someone else
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(foreign, num_partitions=1, replication_factor=1)])
+        status, body = _call("POST", f"{service.url}/profiles", {"text": "/nitf", "delivery": {"topic": foreign}})
+        assert status == 409 and "exists in Kafka" in body["detail"], body
+        status, body = _call("POST", f"{service.url}/profiles",
+                             {"text": "/nitf", "delivery": {"topic": f"elsewhere.{unique}"}})
+        assert status == 422 and "outside your namespace" in body["detail"]
+        assert f"elsewhere.{unique}" not in set(admin.list_topics())
     finally:
         admin.close()
 
 
-@pytest.mark.parametrize("topic", ["onyx.src.news", "onyx.broker.b2", "onyx.profiles", "onyx.catalog",
-                                   "onyx.dead-letter", "onyx.deliver.b4", "onyx_src_news"])
-def test_internal_delivery_topics_are_refused_over_http_and_nothing_reaches_kafka(service, kafka, topic):
+@pytest.mark.parametrize("topic, status", [
+    ("onyx.src.news", 422), ("onyx.broker.b2", 422), ("onyx.profiles", 422), ("onyx.catalog", 422),
+    ("onyx.dead-letter", 422), ("onyx_src_news", 422), ("__consumer_offsets", 422),
+    ("onyx.deliver.b4", 409),  # a delivery topic the service assigned to someone else (a broker)
+])
+def test_internal_delivery_topics_are_refused_over_http_and_nothing_reaches_kafka(service, kafka, topic, status):
     reader = TopicTail(kafka.bootstrap_servers, ["onyx.broker.b1", "onyx.profiles"])
     admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
     try:
         before = set(admin.list_topics())
-        status, body = _call("POST", f"{service.url}/profiles",
+        answer, body = _call("POST", f"{service.url}/profiles",
                              {"text": "/nitf/head/title[contains(., 'PROBE')]", "delivery": {"topic": topic}, "near": "b1"})
-        assert status == 422 and topic in body["detail"]
+        assert answer == status and topic in body["detail"]
         time.sleep(1)
         assert set(admin.list_topics()) == before  # not even the would-be subscriber's topic
         # (the metadata provider's batch of the profiles earlier tests registered may land meanwhile:
