@@ -61,7 +61,10 @@ def test_a_batch_reaches_each_host_broker_and_its_bad_item_is_reported_with_its_
     finally:
         admin.close()
     for p in registered.values():  # each registered profile is stored and answers to its own token
-        assert api("GET", f"{service.url}/profiles/{p['profile_id']}")["host_broker"] == p["host_broker"]
+        assert api("GET", f"{service.url}/profiles/{p['profile_id']}", token=p["token"])["host_broker"] == \
+            p["host_broker"]
+        assert api("GET", f"{service.url}/profiles/{p['profile_id']}", subscriber_token=body["subscriber_token"]
+                   )["profile_id"] == p["profile_id"]
     api("DELETE", f"{service.url}/profiles/{registered['b6']['profile_id']}", token=registered["b6"]["token"])
 
 

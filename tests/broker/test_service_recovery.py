@@ -126,15 +126,17 @@ def test_a_service_killed_before_its_commit_leaves_nothing_half_registered(kafka
         told = [(p["op"], p["profile_id"], p.get("text"), p["version"]) for p in packets]
         # The orphan: added at its host, then deleted there; nobody has it.
         assert ("add", orphan, f"/orphan[@u = '{unique}']", 1) in told and ("delete", orphan, None, 2) in told
+        assert Store(db).profile(orphan) is None
         with pytest.raises(ApiError, match="404"):
-            api("GET", f"{server.url}/profiles/{orphan}")
+            api("GET", f"{server.url}/profiles/{orphan}", subscriber_token=kept["subscriber_token"])
         # The update never committed: the host gets the stored text back, at a newer version.
         kid = kept["profile_id"]
         assert ("update", kid, f"/changed[@u = '{unique}']", 2) in told and ("update", kid, f"/kept[@u = '{unique}']", 3) in told
-        view = api("GET", f"{server.url}/profiles/{kept['profile_id']}")
+        view = api("GET", f"{server.url}/profiles/{kept['profile_id']}", token=kept["token"])
         assert (view["text"], view["version"]) == (f"/kept[@u = '{unique}']", 3)
         # and the service works on: the token still updates it
         api("PUT", f"{server.url}/profiles/{kept['profile_id']}", {"text": "/again"}, token=kept["token"])
-        assert api("GET", f"{server.url}/profiles/{kept['profile_id']}")["version"] == 4
+        assert api("GET", f"{server.url}/profiles/{kept['profile_id']}",
+                   subscriber_token=kept["subscriber_token"])["version"] == 4
     finally:
         server.stop()
