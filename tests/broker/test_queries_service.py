@@ -204,6 +204,19 @@ def test_a_query_needs_a_token_and_a_source_the_caller_may_read(world):
     assert {i["message_id"] for i in _lines(url, body, bob)[0]} == want
 
 
+def test_a_query_summary_tells_no_one_another_subscribers_predicates(world):
+    """The cache's regions hold every user's query predicates (GET /cache is the operator's):
+    another subscriber reading the same source gets the messages, not what others asked."""
+    url, _, alice = world
+    secret = "/nitf/head/pubdata[@edition.area = 'SF' and @position.section = 'alice-secret-desk']"
+    _lines(url, {"source": "news", "query": secret, "from": T0, "to": T0 + 50_000}, alice)
+    bob_id, bob = _subscriber(url)
+    assert _request("PUT", f"{url}/sources/news/grants/{bob_id}", headers=OPERATOR)[0] == 204
+    _, done = _lines(url, {"source": "news", "query": "/nitf/head/pubdata[@edition.area = 'SF']",
+                           "from": T0, "to": T0 + 50_000}, bob)
+    assert "alice-secret-desk" not in json.dumps(done), done
+
+
 def test_a_window_wider_than_31_days_is_422(world):
     url, _, token = world
     status, error = _request("POST", f"{url}/queries", {"source": "news", "query": SF, "from": T0 - 31 * DAY - 1,
