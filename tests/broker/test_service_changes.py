@@ -100,6 +100,17 @@ def test_without_a_subscriber_token_each_change_needs_its_profiles_token(batch_a
     assert store.profile(other["profile_id"]) is not None
 
 
+def test_a_change_token_with_a_lone_surrogate_is_401_not_500(batch_api):
+    client, _, store, _ = batch_api
+    a = _batch(client, [{"text": "/a"}]).json()["results"][0]["profile"]
+    for pid in (a["profile_id"], "nope"):  # JSON may hold a lone surrogate; no token has one
+        body = b'{"changes": [{"op": "delete", "profile_id": "%s", "token": "\\ud800"}]}' % pid.encode()
+        r = client.post("/profiles:changes", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert r.json()["results"][0]["status"] == 401
+    assert store.profile(a["profile_id"]) is not None
+
+
 def test_changes_without_a_token_have_the_anonymous_limits(batch_api):
     from broker import config
 
