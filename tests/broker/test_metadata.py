@@ -273,3 +273,17 @@ def test_a_subscriptions_topic_follows_the_profiles_rules(service):
     p = client.post("/profiles", json={"text": "/nitf", "delivery": {"topic": topic}}, headers=as_alice).json()
     assert client.delete(f"/profiles/{p['profile_id']}", headers=as_alice).status_code == 204
     assert store.topic_owner(topic) == (topic, alice["subscriber_id"])
+
+
+def test_anonymous_metadata_subscriptions_share_the_anonymous_rate(tmp_path, monkeypatch):
+    from broker import config
+
+    monkeypatch.setattr(config, "ANONYMOUS_RATE", 0.001)  # refills nothing during the test
+    monkeypatch.setattr(config, "ANONYMOUS_BURST", 2)
+    store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
+    client = TestClient(create_app(store, builtin(), Recorder()), raise_server_exceptions=False)
+    rule = {"rule": "search Source s register s where s.rate > 1"}
+    # Each creates a subscriber and its Kafka topic, as POST /subscribers does: the same shared budget.
+    statuses = [client.post("/metadata/subscriptions", json=rule).status_code for _ in range(3)]
+    assert statuses == [201, 201, 429]
+    assert store.counts()["subscribers"] == 2
