@@ -153,6 +153,22 @@ def test_a_window_wider_than_31_days_is_422(world):
     assert done["matched"] > 0
 
 
+def test_backfill_is_the_profiles_own_and_at_most_31_days_back(world):
+    client, alice = world.client, world.alice
+    reg = client.post("/profiles", json={"text": "/nitf/head/title"}, headers=alice).json()
+    path = f"/profiles/{reg['profile_id']}/backfill"
+    _, bob = world.subscriber()
+    assert client.post(path, json={"since": 0}).status_code == 401
+    assert client.post(path, json={"since": 0}, headers=bob).status_code == 404
+    assert client.post(path, json={"since": 0}, headers=OPERATOR).status_code == 403  # reads, never delivers
+    r = client.post(path, json={"since": 0}, headers=alice)  # 1970: far more than 31 days ago
+    assert r.status_code == 422 and "ms ago" in r.json()["detail"]
+    # Within the window it gets as far as the service allows here: no Kafka (503).
+    import time
+    r = client.post(path, json={"since": int(time.time() * 1000) - DAY}, headers={"X-Onyx-Token": reg["token"]})
+    assert r.status_code == 503 and "Kafka" in r.json()["detail"]
+
+
 def test_replay_stops_at_its_limit_and_says_why(world, monkeypatch):
     client, alice = world.client, world.alice
     body = {"text": "/nitf", "from": T0, "to": T0 + 10**6}  # every message matches
