@@ -45,6 +45,7 @@ class ServiceSettings:
     archive_dir: Path | None = config.ARCHIVE_DIR  # what the time-travel operations read (None: they answer 503)
     figures: Callable[[], dict[str, Any]] | None = None  # the brokers' figures (onyx up's); None: the service has none
     webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE
+    delivery_prefixes: tuple[str, ...] = config.DELIVERY_TOPIC_PREFIXES  # besides each subscriber's namespace
 
 
 def build_app(settings: ServiceSettings):
@@ -62,7 +63,7 @@ def build_app(settings: ServiceSettings):
     recover(store, sender, announced(settings.bootstrap_servers, store.identity()))
     app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin,
                      RateLimiter(settings.registration_rate, settings.registration_burst), metadata,
-                     settings.webhook_allow_private)
+                     settings.webhook_allow_private, settings.delivery_prefixes)
     add_time_travel(app, store, settings.overlay, settings.archive_dir, settings.bootstrap_servers)
     add_queries(app, store, settings.overlay, settings.archive_dir)
     add_deliveries(app, store, settings.bootstrap_servers)

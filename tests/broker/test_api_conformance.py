@@ -38,7 +38,10 @@ from yfilter import validate
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = Path(__file__).resolve().parent / "conformance" / "schemathesis.toml"
 ADMIN_TOKEN = "conformance-operator-token"
-PHASES = "examples,coverage,fuzzing,stateful"
+# The stateful phase runs first, in a run of its own, on the service as the fixture made it:
+# after the other phases' thousands of registrations (sources by the hundred, ...) it
+# followed only six or seven of the nine links in its budget of scenarios.
+PHASES = ("stateful", "examples,coverage,fuzzing")
 
 
 @pytest.fixture(scope="module")
@@ -56,17 +59,18 @@ def service(tmp_path_factory):
     kafka = KafkaDevCluster(name="conformance", run_dir=run_dir, port=free_port(), controller_port=free_port()).start()
     server = BackgroundServer(ServiceSettings(kafka.bootstrap_servers, builtin(), f"sqlite:///{run_dir / 'onyx.db'}",
                                               "127.0.0.1", free_port(), admin_token=ADMIN_TOKEN,
-                                              archive_dir=run_dir / "archive")).start()
+                                              archive_dir=run_dir / "archive",
+                                              delivery_prefixes=("alerts.",))).start()
     yield server
     server.stop()
     kafka.stop()
 
 
-def schemathesis(url: str, max_examples: int) -> tuple[int, str]:
-    """Run the schemathesis command line against the service at ``url``: its exit status
-    and what it printed."""
+def schemathesis(url: str, max_examples: int, phases: str) -> tuple[int, str]:
+    """Run the schemathesis command line's ``phases`` against the service at ``url``: its
+    exit status and what it printed."""
     command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(SETTINGS), "run",
-               f"{url}/openapi.json", "--checks", "all", "--phases", PHASES, "--max-examples", str(max_examples),
+               f"{url}/openapi.json", "--checks", "all", "--phases", phases, "--max-examples", str(max_examples),
                "--no-color", "--output-truncate", "true"]
     env = {**os.environ, hooks.ADMIN_TOKEN_ENV: ADMIN_TOKEN,  # the hooks module is imported from the repository
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
@@ -77,18 +81,23 @@ def schemathesis(url: str, max_examples: int) -> tuple[int, str]:
 def conforms(url: str, max_examples: int) -> str:
     """Assert that schemathesis found nothing: every phase ran and passed, every generated
     case passed, every link of the description was followed; returns the output."""
-    status, out = schemathesis(url, max_examples)
-    report = out[-25_000:]
-    assert status == 0, f"schemathesis exited with {status}:\n{report}"
-    cases = re.search(r"(\d+) generated, (\d+) passed", out)
-    assert cases and int(cases[1]) == int(cases[2]) > 0, report
-    for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
-        assert re.search(rf"✅\s+{phase}", out), f"phase {phase} did not pass:\n{report}"
-    links = re.search(r"API Links:\s+(\d+) covered / (\d+) selected / (\d+) total", out)
-    assert links and links[1] == links[2] == links[3] and int(links[1]) >= 7, report
-    scenarios = re.search(r"Scenarios:\s+(\d+)", out)
-    assert scenarios and int(scenarios[1]) > 0, report
-    return out
+    outs = []
+    for phases in PHASES:
+        # Three times the scenarios for the stateful phase: 36 operations share them.
+        status, out = schemathesis(url, max_examples * (3 if phases == "stateful" else 1), phases)
+        report = out[-25_000:]
+        assert status == 0, f"schemathesis exited with {status}:\n{report}"
+        cases = re.search(r"(\d+) generated, (\d+) passed", out)
+        assert cases and int(cases[1]) == int(cases[2]) > 0, report
+        for phase in phases.split(","):
+            assert re.search(rf"✅\s+{phase.capitalize()}", out), f"phase {phase} did not pass:\n{report}"
+        outs.append(out)
+    stateful = outs[0]
+    links = re.search(r"API Links:\s+(\d+) covered / (\d+) selected / (\d+) total", stateful)
+    assert links and links[1] == links[2] == links[3] and int(links[1]) >= 9, stateful[-25_000:]
+    scenarios = re.search(r"Scenarios:\s+(\d+)", stateful)
+    assert scenarios and int(scenarios[1]) > 0, stateful[-25_000:]
+    return "\n".join(outs)
 
 
 @pytest.mark.kafka
