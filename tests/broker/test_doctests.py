@@ -12,7 +12,8 @@ MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscriber
            "broker.dataplane.plan", "broker.control.state_log", "broker.dataplane.sink", "broker.spark.daemon",
            "broker.clients", "broker.registry.limits", "broker.registry.queries", "broker.query_client",
            "broker.registry.figures", "broker.registry.kafka_reads", "broker.registry.metrics",
-           "broker.registry.webhooks", "broker.registry.deliveries", "broker.registry.console",
+           "broker.registry.webhooks", "broker.registry.webhook_targets", "broker.registry.webhook_lanes",
+           "broker.registry.deliveries", "broker.registry.console",
            "broker.local.devcluster", "broker.metadata.onyx_schema", "broker.metadata.documents",
            "broker.metadata.packets", "broker.metadata.broker_lmr", "broker.metadata.provider",
            "broker.metadata.client"]
