@@ -175,6 +175,10 @@ class Dispatcher:
                  timeout: float = config.WEBHOOK_TIMEOUT_S, limiter: RateLimiter | None = None,
                  workers: int = config.WEBHOOK_WORKERS, queue_size: int = config.WEBHOOK_QUEUE,
                  refresh: float = 1.0, resolve: Resolve = system_resolve, tls: ssl.SSLContext | None = None) -> None:
+        if workers < 1 or queue_size < 1 or attempts < 1:
+            raise ValueError(f"webhooks need at least one worker, a queue of one and one attempt, not {workers}, "
+                             f"{queue_size} and {attempts}: see ONYX_WEBHOOK_WORKERS, ONYX_WEBHOOK_QUEUE and "
+                             "ONYX_WEBHOOK_ATTEMPTS")
         self.store, self.bootstrap = store, bootstrap
         self.allow_private, self.attempts, self.backoff, self.timeout = allow_private, attempts, backoff, timeout
         self.limiter = limiter or RateLimiter(config.WEBHOOK_RATE, config.WEBHOOK_BURST)
