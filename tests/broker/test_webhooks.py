@@ -250,11 +250,11 @@ def test_a_hanging_receiver_holds_up_only_its_own_subscriber_and_loses_nothing(k
     a_topic, b_topic, c_topic = delivery_topics(kafka, unique, "a", "b", "c")
     store = webhook_store(tmp_path, ("pa", "sa", a_topic, f"http://127.0.0.1:{hanging.port}/a"),
                           ("pb", "sb", b_topic, f"http://127.0.0.1:{healthy.port}/b"))
-    # Each of A's deliveries hangs at least 2 s (2 attempts of 1 s) while its receiver hangs: 40 s
+    # Each of A's deliveries hangs at least 6 s (3 attempts of 2 s) while its receiver hangs: 120 s
     # for all, more than B's liveness bound, so B cannot be waiting behind them. Small lanes, so
     # both subscribers' partitions are paused and resumed on the way.
     a_ids, b_ids = [f"a{i}" for i in range(20)], [f"b{i}" for i in range(20)]
-    d = dispatcher(store, kafka, workers=2, queue_size=3, attempts=2, timeout=1)
+    d = dispatcher(store, kafka, workers=2, queue_size=3, attempts=3, timeout=2)
     try:
         publish(kafka, a_topic, "pa", a_ids)
         until(lambda: hanging.hung, lambda: "subscriber A's receiver never got a POST")
@@ -281,7 +281,7 @@ def test_a_hanging_receiver_holds_up_only_its_own_subscriber_and_loses_nothing(k
         d.stop()
     reasons = [dict(m.headers())[packets.REASON].decode() for m in dead_letters(kafka, a_topic)]
     # the last attempt timed out, or was the one the receiver answered as it recovered
-    assert all(re.search(r"failed 2 times \(last: (timed out|HTTP 503 .*)\)$", r) for r in reasons), reasons
+    assert all(re.search(r"failed 3 times \(last: (timed out|HTTP 503 .*)\)$", r) for r in reasons), reasons
 
 
 def test_a_rate_limited_subscriber_holds_no_worker_and_its_deliveries_wait(kafka, unique, tmp_path, receivers):
