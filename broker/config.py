@@ -326,9 +326,11 @@ this often (ONYX_SSE_KEEPALIVE, seconds), so proxies keep it open and a vanished
 
 WEBHOOK_ALLOW_PRIVATE = os.environ.get("ONYX_WEBHOOK_ALLOW_PRIVATE", "0") in ("1", "true", "yes")
 """Whether a webhook URL may resolve to a loopback, private, link-local or otherwise non-public
-address (ONYX_WEBHOOK_ALLOW_PRIVATE). Off: such a URL is refused at registration (422) and
-checked again before each POST, so no subscriber can make the service probe internal hosts.
-Tests and a single-machine setup turn it on."""
+address, an IPv6 form with an IPv4 address inside included (ONYX_WEBHOOK_ALLOW_PRIVATE; see
+:mod:`broker.registry.webhook_targets`). Off: such a URL is refused at registration (422) and
+checked again at each POST, which connects to the address it checked, so no subscriber can make
+the service probe internal hosts. Tests and a single-machine setup turn it on (each POST still
+connects to the address it resolved)."""
 
 WEBHOOK_ATTEMPTS = int(os.environ.get("ONYX_WEBHOOK_ATTEMPTS", "5"))
 """POSTs of one delivery to a webhook before it goes to ``onyx.dead-letter`` with the reason
@@ -339,7 +341,10 @@ WEBHOOK_BACKOFF_S = float(os.environ.get("ONYX_WEBHOOK_BACKOFF", "0.5"))
 further attempt (0.5, 1, 2, 4 s by default)."""
 
 WEBHOOK_TIMEOUT_S = float(os.environ.get("ONYX_WEBHOOK_TIMEOUT", "5"))
-"""How long one POST to a webhook may take (ONYX_WEBHOOK_TIMEOUT, seconds)."""
+"""How long one POST to a webhook may wait to connect, and then for each part of the answer
+(ONYX_WEBHOOK_TIMEOUT, seconds). A receiver that never answers holds its subscriber's worker this
+long per attempt (about 7.5 s of backoff plus 25 s per delivery with the defaults), and only its
+own subscriber's deliveries wait meanwhile."""
 
 WEBHOOK_RATE = float(os.environ.get("ONYX_WEBHOOK_RATE", "50"))
 """POSTs per second the service makes to one subscriber's webhooks, on average (ONYX_WEBHOOK_RATE;
@@ -347,3 +352,21 @@ WEBHOOK_RATE = float(os.environ.get("ONYX_WEBHOOK_RATE", "50"))
 
 WEBHOOK_BURST = int(os.environ.get("ONYX_WEBHOOK_BURST", "100"))
 """POSTs to one subscriber's webhooks above ONYX_WEBHOOK_RATE at once (ONYX_WEBHOOK_BURST)."""
+
+WEBHOOK_WORKERS = int(os.environ.get("ONYX_WEBHOOK_WORKERS", "16"))
+"""POSTs to webhooks in flight at once, over all subscribers (ONYX_WEBHOOK_WORKERS; threads). A
+subscriber has at most one, so a receiver that hangs holds one worker for ONYX_WEBHOOK_TIMEOUT per
+attempt and the others go on; only this many hanging at once would hold everyone up. A delivery
+waiting for its retry or its subscriber's rate limit holds none. A worker mostly waits on a
+socket, but a POST costs the service CPU: measured on loopback (a 5 KB body), 0.2 ms over http
+and 0.8 ms over https (a TLS handshake each time). 16 subscribers POSTed to at ONYX_WEBHOOK_RATE
+(800 POSTs/s) take up to two thirds of one of the 2 cores over https: about what webhooks may take
+from the rest of the service; more workers would serve more hanging receivers at once, at that cost."""
+
+WEBHOOK_QUEUE = int(os.environ.get("ONYX_WEBHOOK_QUEUE", "100"))
+"""Deliveries read ahead for one subscriber's webhooks (ONYX_WEBHOOK_QUEUE); past it the service
+pauses that subscriber's delivery partitions (nobody else's) until half of them were sent. The
+default is ONYX_WEBHOOK_BURST: what a subscriber may be sent at once; more read ahead would only
+wait for its rate limit, while this keeps it fed (the consumer refills every 0.2 s at most, 10
+deliveries at ONYX_WEBHOOK_RATE). Memory: up to this many deliveries per subscriber with a
+webhook."""

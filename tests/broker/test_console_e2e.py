@@ -23,7 +23,7 @@ import pytest
 
 from broker import config
 from broker.clients import api, messages_from, publish, stream_deliveries
-from broker.registry.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from broker.registry.webhooks import MESSAGE_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from yfilter import Engine
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -239,7 +239,8 @@ def test_webhooks_are_signed_and_a_failing_one_ends_in_the_dead_letter_topic(ove
             time.sleep(3)
             dead = [d for d in json.loads(operator_get(f"{url}/console/dead-letters")[1]) if bad_url in d["reason"]]
         for headers, body in good.posts:
-            assert headers[SIGNATURE_HEADER] == sign(ok["webhook_secret"], headers[TIMESTAMP_HEADER], body)
+            assert headers[SIGNATURE_HEADER] == sign(ok["webhook_secret"], headers[TIMESTAMP_HEADER],
+                                                     headers[MESSAGE_ID_HEADER], body)
             assert headers["X-Onyx-Profile-Id"] == ok["profile_id"] and b"<hl1>probe</hl1>" in body
         assert dead[0]["origin"] == broken["delivery_topic"] and f"failed {ATTEMPTS} times" in dead[0]["reason"]
         assert "HTTP 500" in dead[0]["reason"] and "<hl1>probe</hl1>" in dead[0]["preview"]
