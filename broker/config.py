@@ -130,6 +130,40 @@ ADMIN_TOKEN = os.environ.get("ONYX_ADMIN_TOKEN") or None
 """Token for the registration service's operator endpoints (``POST /rebalance``), sent as
 ``X-Onyx-Admin-Token`` (ONYX_ADMIN_TOKEN); unset, those endpoints are disabled."""
 
+DELIVERY_TOPIC_PREFIXES = tuple(p.strip() for p in os.environ.get("ONYX_DELIVERY_TOPIC_PREFIXES", "").split(",")
+                                if p.strip())
+"""Prefixes of Kafka topics subscribers may name as delivery topics besides their own namespace
+``onyx.deliver.<subscriber id>[.<name>]`` (ONYX_DELIVERY_TOPIC_PREFIXES, comma-separated; the Helm
+chart's ``security.deliveryTopicPrefixes``). Empty by default: a subscriber writes only into its
+own namespace, so no request can make the overlay write into a topic someone else reads."""
+
+ANONYMOUS_MAX_BATCH = int(os.environ.get("ONYX_ANONYMOUS_MAX_BATCH", "100"))
+"""Profiles one ``POST /profiles:batch`` without a subscriber token may carry (ONYX_ANONYMOUS_MAX_BATCH;
+with a token: 10,000). A client loading many profiles registers its subscriber first
+(``POST /subscribers``, as ``onyx subscribe --file`` does) and sends its token."""
+
+ANONYMOUS_MAX_CHARS = int(os.environ.get("ONYX_ANONYMOUS_MAX_CHARS", "100000"))
+"""Characters of profile text (over all items of a batch) and of a source's schema a request
+without a token may send (ONYX_ANONYMOUS_MAX_CHARS; with a token: 2,000,000 per batch, 1,000,000
+per schema). Parsing costs about 6 us of CPU a character: an anonymous request costs at most
+about 0.6 s."""
+
+ANONYMOUS_RATE = float(os.environ.get("ONYX_ANONYMOUS_RATE", "20"))
+"""Registrations per second all requests without a token share (ONYX_ANONYMOUS_RATE: profiles,
+subscribers, sources; 0: no limit), in bursts of ONYX_ANONYMOUS_BURST. Each creates a subscriber
+or a publisher: a client that registers more sends the token its first registration returned."""
+
+ANONYMOUS_BURST = int(os.environ.get("ONYX_ANONYMOUS_BURST", "200"))
+"""Burst of ONYX_ANONYMOUS_RATE (ONYX_ANONYMOUS_BURST)."""
+
+SOURCE_RATE = float(os.environ.get("ONYX_SOURCE_RATE", "1"))
+"""Sources one publisher (or all anonymous callers together) may register per second
+(ONYX_SOURCE_RATE, in bursts of ONYX_SOURCE_BURST; 0: no limit): each source is a Kafka topic, a
+catalog record, metadata documents and a broadcast tree at every broker."""
+
+SOURCE_BURST = int(os.environ.get("ONYX_SOURCE_BURST", "20"))
+"""Burst of ONYX_SOURCE_RATE (ONYX_SOURCE_BURST)."""
+
 REGISTRATION_RATE = float(os.environ.get("ONYX_REGISTRATION_RATE", "10000"))
 """Profiles one subscriber may register, update or delete per second through the
 registration service, on average (ONYX_REGISTRATION_RATE; 0: no limit). Past it (and
@@ -228,6 +262,20 @@ ARCHIVE_NICE = int(os.environ.get("ONYX_ARCHIVE_NICE", "10"))
 
 ARCHIVE_DRIVER_MEMORY = os.environ.get("ONYX_ARCHIVE_DRIVER_MEMORY", "1g")
 """Driver memory of ``onyx up``'s archive writer application (ONYX_ARCHIVE_DRIVER_MEMORY)."""
+
+REPLAY_MAX_WINDOW_MS = int(os.environ.get("ONYX_REPLAY_MAX_WINDOW_MS", str(31 * 24 * 3_600_000)))
+"""Widest window (``to`` - ``from``) of ``POST /replay`` and ``POST /queries`` (ONYX_REPLAY_MAX_WINDOW_MS,
+31 days): a wider one is refused with 422 (ask for it in pieces)."""
+
+REPLAY_MAX_CANDIDATES = int(os.environ.get("ONYX_REPLAY_MAX_CANDIDATES", "50000"))
+"""Archived messages one replay verifies at most (ONYX_REPLAY_MAX_CANDIDATES): past them the answer
+ends with ``truncated`` and the archive time to go on from. At about 0.1-0.3 ms a message
+(``bench.archive``), one request costs seconds of CPU, not minutes."""
+
+REPLAY_MAX_BYTES = int(os.environ.get("ONYX_REPLAY_MAX_BYTES", str(64 * 1024 * 1024)))
+"""Bytes of matched messages (and results) one replay or query holds for its client at most
+(ONYX_REPLAY_MAX_BYTES): the archive is read into memory, released, then streamed at the client's
+pace; past this the answer ends with ``truncated``."""
 
 BACKFILL_TIMEOUT_S = float(os.environ.get("ONYX_BACKFILL_TIMEOUT", "60"))
 """How long a backfill waits for the brokers and the archive writer to reach its seam (ONYX_BACKFILL_TIMEOUT)."""

@@ -36,7 +36,11 @@ BROKER_PREFIX = "onyx.broker."
 STATE_PREFIX = "onyx.state."
 DELIVER_PREFIX = "onyx.deliver."
 NAMESPACE = "onyx."
-"""Every name the overlay gives a topic starts with this; subscribers name topics outside it."""
+"""Every name the overlay gives a topic starts with this; subscribers name topics outside it
+only under the prefixes an operator allows (ONYX_DELIVERY_TOPIC_PREFIXES)."""
+
+KAFKA_INTERNAL_PREFIX = "__"
+"""Kafka's own topics (``__consumer_offsets``, ``__transaction_state``, ...): never a delivery topic."""
 
 
 class Internal(NamedTuple):
@@ -80,33 +84,69 @@ def internal_reason(topic: str) -> str | None:
     return None
 
 
-def subscriber_topic_reason(topic: str, own: str) -> str | None:
-    """Why a subscriber whose default delivery topic is ``own`` may not name ``topic``
-    as a delivery topic, or ``None``: internal topics never; ``onyx.deliver.*`` topics
-    are assigned by the service (a subscriber may name only its own); and the rest of
-    ``onyx.*`` is kept for topics later versions of the overlay add.
+def unwritable_reason(topic: str) -> str | None:
+    """Why no delivery may ever be written to ``topic``, or ``None``: it is the overlay's own
+    (:func:`internal_reason`) or Kafka's (``__*``).
 
-    >>> subscriber_topic_reason("alerts.sf", "onyx.deliver.s1") is None
-    True
-    >>> subscriber_topic_reason("onyx.deliver.s1", "onyx.deliver.s1") is None
-    True
-    >>> print(subscriber_topic_reason("onyx.deliver.b4", "onyx.deliver.s1"))
-    onyx.deliver.b4 is a delivery topic the service assigns to someone else: name a topic outside onyx.*, or omit delivery.topic to use your own, onyx.deliver.s1
+    >>> print(unwritable_reason("__consumer_offsets"))
+    __consumer_offsets is one of Kafka's own topics (__*)
     """
+    if topic.startswith(KAFKA_INTERNAL_PREFIX):
+        return f"{topic} is one of Kafka's own topics ({KAFKA_INTERNAL_PREFIX}*)"
+    return internal_reason(topic)
+
+
+def in_namespace(topic: str, own: str) -> bool:
+    """Whether ``topic`` is in the namespace of the subscriber whose own delivery topic is
+    ``own``: ``own`` itself or ``own.<anything>``.
+
+    >>> in_namespace("onyx.deliver.s1.alerts", "onyx.deliver.s1"), in_namespace("onyx.deliver.s10", "onyx.deliver.s1")
+    (True, False)
+    """
+    return topic == own or topic.startswith(own + ".")
+
+
+def others_namespace(topic: str, own: str) -> bool:
+    """Whether ``topic`` is (or looks like: other case, '_' or '-') a name in the
+    ``onyx.deliver.*`` namespace the service hands out, and not in ``own``'s.
+
+    >>> others_namespace("onyx.deliver.b4", "onyx.deliver.s1"), others_namespace("ONYX_DELIVER_s1", "onyx.deliver.s1")
+    (True, True)
+    """
+    return not in_namespace(topic, own) and _fold(topic).startswith(_fold(DELIVER_PREFIX).rstrip("."))
+
+
+def subscriber_topic_reason(topic: str, own: str, prefixes: Iterable[str] = ()) -> str | None:
+    """Why a subscriber whose default delivery topic is ``own`` may not name ``topic``
+    as a delivery topic, or ``None``: a subscriber writes only into its own namespace
+    (:func:`in_namespace`) and under the prefixes an operator allows (``prefixes``);
+    internal topics (the overlay's, and Kafka's own ``__*``) never. Another subscriber's
+    namespace is refused too (:func:`others_namespace` tells it apart: it is taken, 409).
+
+    >>> subscriber_topic_reason("onyx.deliver.s1.sf", "onyx.deliver.s1") is None
+    True
+    >>> subscriber_topic_reason("alerts.sf", "onyx.deliver.s1", ["alerts."]) is None
+    True
+    >>> print(subscriber_topic_reason("alerts.sf", "onyx.deliver.s1"))
+    alerts.sf is outside your namespace: name onyx.deliver.s1 or a topic under onyx.deliver.s1., or omit delivery.topic to use onyx.deliver.s1
+    >>> print(subscriber_topic_reason("__consumer_offsets", "onyx.deliver.s1", ["_"]))
+    __consumer_offsets is one of Kafka's own topics (__*): name onyx.deliver.s1 or a topic under onyx.deliver.s1. or one under _, or omit delivery.topic to use onyx.deliver.s1
+    """
+    prefixes = tuple(prefixes)
+    allowed = " or ".join([f"{own} or a topic under {own}.", *(f"one under {p}" for p in prefixes)])
+    advice = f"name {allowed}, or omit delivery.topic to use {own}"
+    if topic.startswith(KAFKA_INTERNAL_PREFIX):
+        return f"{unwritable_reason(topic)}: {advice}"
     reason = internal_reason(topic)
     if reason is not None:
-        return (f"{reason}; a delivery there would reach the overlay itself. Name a topic of "
-                f"your own outside onyx.*, or omit delivery.topic to use your own, {own}")
-    if topic == own:
+        return f"{reason}; a delivery there would reach the overlay itself. {advice[0].upper()}{advice[1:]}"
+    if in_namespace(topic, own):
         return None
-    folded = _fold(topic)
-    if folded.startswith(_fold(DELIVER_PREFIX).rstrip(".")):
-        return (f"{topic} is a delivery topic the service assigns to someone else: name a topic outside "
-                f"onyx.*, or omit delivery.topic to use your own, {own}")
-    if folded == _fold(NAMESPACE).rstrip(".") or folded.startswith(_fold(NAMESPACE)):
-        return (f"{topic} is in the onyx.* namespace, kept for the overlay's own topics: name a topic "
-                f"outside it, or omit delivery.topic to use your own, {own}")
-    return None
+    if others_namespace(topic, own):
+        return f"{topic} is a delivery topic the service assigns to someone else: {advice}"
+    if any(topic.startswith(p) for p in prefixes):
+        return None
+    return f"{topic} is outside your namespace: {advice}"
 
 
 def collision_key(topic: str) -> str:

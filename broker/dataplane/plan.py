@@ -126,7 +126,7 @@ class Plan:
         service refuses such topics; a profile that has one all the same (an older
         store, a packet written by hand) gets dead letters instead."""
         if topic not in self._refusals:
-            self._refusals[topic] = topics.internal_reason(topic)
+            self._refusals[topic] = topics.unwritable_reason(topic)
         return self._refusals[topic]
 
     def _dictionaries(self) -> DictionaryStore:

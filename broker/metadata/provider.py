@@ -35,11 +35,12 @@ registration's path.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from broker import config, topics
@@ -107,6 +108,13 @@ class MetadataProvider:
         self._queued: dict[str, Document | None] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._visible: Callable[[str, str], bool] | None = None
+
+    def restrict(self, visible: Callable[[str, str], bool]) -> None:
+        """Deliver to a user's subscription only the resources ``visible(subscriber id,
+        resource URI)`` allows: another tenant's profiles and unreadable sources are left out
+        of what a subscription's topic gets (the tenant model of the registration service)."""
+        self._visible = visible
 
     # -- replication ----------------------------------------------------------------------
 
@@ -242,7 +250,15 @@ class MetadataProvider:
 
     def _to_user(self, sub_id: str, delta: Delta) -> None:
         sub = self.users.get(sub_id)
-        if self.live and sub is not None and (delta.upserts or delta.deleted or delta.matched or delta.unmatched):
+        if not self.live or sub is None:
+            return
+        if self._visible is not None:
+            seen = functools.lru_cache(maxsize=None)(lambda uri: self._visible(sub.subscriber_id, uri))
+            delta = Delta(upserts={u: r for u, r in delta.upserts.items() if seen(u)},
+                          deleted={u for u in delta.deleted if seen(u)},
+                          matched={m for m in delta.matched if seen(m[2])},
+                          unmatched={m for m in delta.unmatched if seen(m[2])})
+        if delta.upserts or delta.deleted or delta.matched or delta.unmatched:
             self.outbox.append((sub.topic, change_record(sub, delta)))
 
     def _send(self) -> None:

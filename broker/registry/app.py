@@ -39,13 +39,12 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, HTTPException, Request, Security
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import (AllowInfNan, BaseModel, Field, Strict, ValidationError, WithJsonSchema,
                       field_validator)
 from sqlalchemy.exc import OperationalError
@@ -53,13 +52,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from broker import config, topics
+from broker.registry.access import (PROFILE_TOKEN_HEADER, PUBLISHER_TOKEN_HEADER, SUBSCRIBER_TOKEN_HEADER, Access,
+                                    Caller, describe, install)
 from broker.registry.control_packets import (PacketSendError, Sender, announce_changes, announce_profile,
                                              announce_profiles, announce_source, source_dictionary)
 from broker.metadata.provider import MetadataProvider
 from broker.registry.limits import BodyLimit, RateLimited, RateLimiter
 from broker.registry.metadata_api import ProfileFeed, add_metadata, source_doc, stored_documents
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
-from broker.registry.subscribers import TOPIC_JSON_SCHEMA, SubscriberError, legal_topic, Subscribers, TopicNotAllowedError, UnknownSubscriberError
+from broker.registry.subscribers import (TOPIC_JSON_SCHEMA, SubscriberError, Subscribers, TopicNotAllowedError,
+                                         UnknownSubscriberError, legal_topic, topic_json_schema)
 from broker.registry.topic_admin import NoTopicAdmin, TopicAdmin, TopicAdminError, TopicRefusedError
 from broker.registry.webhooks import WebhookRefusedError, check_url
 from formats.errors import FormatError
@@ -68,34 +70,16 @@ from routing.placement import PlacementError, PlacementOptions, PlacementRequest
 from yfilter import ProfileError, validate
 
 MAX_PROFILE_CHARS = 100_000
+MAX_SCHEMA_CHARS = 1_000_000  # a source's DTD or XML Schema (a caller without a token: config.ANONYMOUS_MAX_CHARS)
 MAX_BATCH = 10_000  # profiles per POST /profiles:batch, changes per POST /profiles:changes
+MAX_BATCH_CHARS = 2_000_000  # profile text over all items of one batch (about 12 s of parsing at most)
 MAX_BATCH_BYTES = 64 * 1024 * 1024  # request body of POST /profiles:batch and /profiles:changes
 MAX_BODY_BYTES = 2 * 1024 * 1024  # request body of every other operation: a profile of 100,000 characters fits
 # even when each is sent as a 12-byte escaped surrogate pair (\ud83d\ude00)
 MAX_SIZE = 2**53 - 1  # a source's expected message size: the largest integer every JSON reader keeps exact
 BATCH_PATH = "/profiles:batch"
 CHANGES_PATH = "/profiles:changes"
-SUBSCRIBER_TOKEN_HEADER = "X-Onyx-Subscriber-Token"
-PROFILE_TOKEN_HEADER = "X-Onyx-Token"
-ADMIN_TOKEN_HEADER = "X-Onyx-Admin-Token"
 log = logging.getLogger("onyx.service")
-
-# The tokens, as the OpenAPI description's security schemes (auto_error off: the
-# endpoints say what is missing, in the service's own words and error body).
-_profile_token = APIKeyHeader(name=PROFILE_TOKEN_HEADER, scheme_name="ProfileToken", auto_error=False,
-                              description="the token POST /profiles (or :batch) returned with the profile")
-_profile_bearer = HTTPBearer(scheme_name="ProfileBearer", auto_error=False,
-                             description=f"the profile's token as Authorization: Bearer (instead of {PROFILE_TOKEN_HEADER})")
-_subscriber_token = APIKeyHeader(name=SUBSCRIBER_TOKEN_HEADER, scheme_name="SubscriberToken", auto_error=False,
-                                 description="a subscriber's token (POST /subscribers, or the subscriber_token of its "
-                                             "first registration)")
-_admin_token = APIKeyHeader(name=ADMIN_TOKEN_HEADER, scheme_name="AdminToken", auto_error=False,
-                            description="the operator token the service was started with (ONYX_ADMIN_TOKEN)")
-ProfileTokenHeader = Annotated[str | None, Security(_profile_token)]
-ProfileBearer = Annotated[HTTPAuthorizationCredentials | None, Security(_profile_bearer)]
-SubscriberTokenHeader = Annotated[str | None, Security(_subscriber_token)]
-AdminTokenHeader = Annotated[str | None, Security(_admin_token)]
-
 
 
 def whole_number(value: Any) -> Any:
@@ -118,24 +102,87 @@ class Error(BaseModel):
                                "construct starts")
 
 
+# A source's name goes into XML (its metadata document) and logs: printable characters XML
+# 1.0 allows, no control characters (the JSON Schema pattern; the validator says why).
+NAME_PATTERN = "^[^\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff\\ufffe\\uffff]+$"
+_NOT_IN_NAMES = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable_name(name: str) -> str:
+    """``name`` if it has no control character and nothing XML cannot hold, else ValueError.
+
+    >>> printable_name("AFP wire")
+    'AFP wire'
+    >>> printable_name("c1\x01x")
+    Traceback (most recent call last):
+    ...
+    ValueError: a name holds no control characters (found U+0001 at character 3)
+    """
+    bad = _NOT_IN_NAMES.search(name)
+    if bad is not None:
+        raise ValueError(f"a name holds no control characters (found U+{ord(bad.group()):04X} at character "
+                         f"{bad.start() + 1})")
+    return name
+
+
 class SourceIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200, description="human-readable source name, unique")
-    schema_text: str | None = Field(None, alias="schema", description="DTD or XML Schema text (optional)",
+    name: str = Field(min_length=1, max_length=200, description="human-readable source name, unique: printable "
+                      "characters (no control characters)", json_schema_extra={"pattern": NAME_PATTERN})
+    schema_text: str | None = Field(None, alias="schema", max_length=MAX_SCHEMA_CHARS,
+                                    description=f"DTD or XML Schema text (optional; up to {MAX_SCHEMA_CHARS:,} "
+                                                f"characters, {config.ANONYMOUS_MAX_CHARS:,} without a token)",
                                     json_schema_extra={"format": "onyx-schema"})
     rate: JsonFloat | None = Field(None, gt=0, description="expected messages per second")
     size: JsonInt | None = Field(None, gt=0, le=MAX_SIZE, description="expected message size in bytes")
     root_broker: str | None = Field(None, description="root broker to use (default: least-used broker)")
+    public: bool = Field(False, description="whether every subscriber may read the source's archive (replay, "
+                         "queries, backfill); otherwise only the subscribers granted it (PUT "
+                         "/sources/{source_id}/grants/{subscriber_id})")
 
     @field_validator("size", mode="before")
     @classmethod
     def _whole_size(cls, v: Any) -> Any:
         return whole_number(v)
 
+    @field_validator("name")
+    @classmethod
+    def _printable(cls, v: str) -> str:
+        return printable_name(v)
+
 
 class SourceOut(BaseModel):
     source_id: str
     root_broker: str
     topic: str
+    public: bool = Field(description="whether every subscriber may read its archive")
+    publisher_id: str | None = Field(None, description="the publisher owning the source (null: the operator)")
+    publisher_token: str | None = Field(None, description=f"only when the request had no token: the token of the "
+                                        f"publisher created with this source (send it as {PUBLISHER_TOKEN_HEADER} "
+                                        "to register more sources and grant subscribers this one)")
+
+
+class PublisherRegistered(BaseModel):
+    publisher_id: str
+    token: str = Field(description=f"send it as {PUBLISHER_TOKEN_HEADER} to register sources and manage them")
+
+
+class SourceView(BaseModel):
+    source_id: str
+    name: str
+    root_broker: str
+    topic: str
+    public: bool
+    publisher_id: str | None = Field(description="the publisher owning it (null: the operator)")
+
+
+class SourcePatch(BaseModel):
+    public: bool = Field(description="whether every subscriber may read the source's archive")
+
+
+class GrantsView(BaseModel):
+    source_id: str
+    public: bool
+    subscribers: list[str] = Field(description="the subscribers granted the source's archive, in id order")
 
 
 class Delivery(BaseModel):
@@ -324,32 +371,6 @@ def _slug(name: str) -> str:
     return slug or "source"
 
 
-def profile_token(header: str | None, bearer: HTTPAuthorizationCredentials | None) -> str:
-    """The profile's token from X-Onyx-Token or Authorization: Bearer, or 401."""
-    if header:
-        return header
-    if bearer is not None and bearer.credentials:
-        return bearer.credentials
-    raise HTTPException(401, f"this needs the profile's token: send it as {PROFILE_TOKEN_HEADER} or "
-                             "Authorization: Bearer")
-
-
-def check_token(store: Store, profile_id: str, token: str, record: ProfileRecord | None) -> None:
-    """Return if ``token`` lets its bearer change profile ``profile_id`` (``record``: the
-    profile as it is now, or None): the token first (a profile's token names its
-    profile), then the profile; else raise the HTTPException PUT or DELETE answers
-    (401 no profile has it, 404 no such profile, 403 another profile's)."""
-    if record is not None and store.token_matches(profile_id, token):
-        return
-    holder = store.profile_of_token(token)
-    if holder is None:
-        raise HTTPException(401, "no profile has this token (it was never issued, or its profile was deleted): "
-                                 "send the token the profile's registration returned")
-    if record is None:
-        raise HTTPException(404, f"no profile {profile_id!r}")
-    raise HTTPException(403, "this is another profile's token: send the one this profile was registered with")
-
-
 def _problems(errors: Sequence[Mapping[str, Any]]) -> str:
     """Validation complaints (pydantic's, or FastAPI's for a request) as one line
     (``delivery.topic: ...``)."""
@@ -416,11 +437,11 @@ def _view(record: ProfileRecord) -> ProfileView:
 
 
 def refuse_internal_profiles(store: Store, sender: Sender) -> list[tuple[ProfileRecord, str]]:
-    """Delete the stored profiles that deliver to one of the overlay's own topics (an
-    older version accepted them), tell their host brokers, and log each with the reason;
-    returns them with their reasons."""
+    """Delete the stored profiles that deliver to one of the overlay's or Kafka's own
+    topics (an older version accepted them), tell their host brokers, and log each with
+    the reason; returns them with their reasons."""
     refused = [(p, reason) for p in store.list_profiles()
-               if (reason := topics.internal_reason(p.delivery_topic)) is not None]
+               if (reason := topics.unwritable_reason(p.delivery_topic)) is not None]
     for p, reason in refused:
         with store.transaction() as tx:
             tx.delete_profile(p.id)
@@ -470,13 +491,23 @@ def _links(source: str, profile_id: str, token: str) -> dict[str, Any]:
                           "description": "delete it, with its token"}}}}}
 
 
-_OPTIONAL_SUBSCRIBER = {"security": [{}]}  # added to the SubscriberToken requirement: the token is optional
+def _replace(node: Any, old: dict[str, Any], new: dict[str, Any]) -> Any:
+    """``node`` (a JSON value) with every sub-object equal to ``old`` replaced by ``new``."""
+    if node == old:
+        return dict(new)
+    if isinstance(node, dict):
+        return {k: _replace(v, old, new) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_replace(v, old, new) for v in node]
+    return node
 
 
-def _describe(app: FastAPI, overlay: Overlay, limits: str) -> None:
+def _describe(app: FastAPI, overlay: Overlay, limits: str, topic_schema: dict[str, Any]) -> None:
     """Complete what FastAPI derives from the endpoints: the models only lists refer to
-    (``ProfileChange``), the brokers ``near`` and ``root_broker`` may name, no trace of
-    FastAPI's own validation-error body (every 422 is an :class:`Error`), the limits."""
+    (``ProfileChange``), the brokers ``near`` and ``root_broker`` may name, the delivery
+    topics the operator allows (``topic_schema``), no trace of FastAPI's own
+    validation-error body (every 422 is an :class:`Error`), who may call each operation
+    (:func:`broker.registry.access.describe`), the limits."""
     derive = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -497,7 +528,10 @@ def _describe(app: FastAPI, overlay: Overlay, limits: str) -> None:
                     del operation["responses"]["422"]
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
+        spec["components"]["schemas"] = _replace(schemas, TOPIC_JSON_SCHEMA, topic_schema)
+        describe(app, spec)
         spec["info"]["description"] += "\n\n**Limits.** " + limits
+        app.openapi_schema = spec
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -506,37 +540,52 @@ def _describe(app: FastAPI, overlay: Overlay, limits: str) -> None:
 def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest",
                admin_token: str | None = None, topic_admin: TopicAdmin | None = None,
                rate_limit: RateLimiter | None = None, metadata: MetadataProvider | None = None,
-               webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE) -> FastAPI:
+               webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE,
+               delivery_prefixes: Iterable[str] = config.DELIVERY_TOPIC_PREFIXES) -> FastAPI:
     """The registration service over a store, an overlay and a packet sender;
-    ``placement`` names the host-choice strategy, ``admin_token`` enables the operator
-    endpoint ``POST /rebalance``, ``topic_admin`` creates delivery topics as they are
-    handed out (default: none are created), ``rate_limit`` limits the profiles each
-    subscriber registers, updates and deletes (default: ONYX_REGISTRATION_RATE and
-    ONYX_REGISTRATION_BURST), ``metadata`` is the service's metadata provider (default: one
-    that has read no log), started here with the database's sources and profiles,
-    ``webhook_allow_private`` lets webhook URLs name loopback and private addresses (default:
-    ONYX_WEBHOOK_ALLOW_PRIVATE)."""
+    ``placement`` names the host-choice strategy, ``admin_token`` is the operator's token
+    (without one no request is an operator's: :mod:`broker.registry.access`),
+    ``topic_admin`` creates delivery topics as they are handed out (default: none are
+    created), ``rate_limit`` limits the profiles each subscriber registers, updates and
+    deletes (default: ONYX_REGISTRATION_RATE and ONYX_REGISTRATION_BURST), ``metadata`` is
+    the service's metadata provider (default: one that has read no log), started here with
+    the database's sources and profiles, ``webhook_allow_private`` lets webhook URLs name
+    loopback and private addresses (default: ONYX_WEBHOOK_ALLOW_PRIVATE),
+    ``delivery_prefixes`` are the topic prefixes subscribers may name delivery topics
+    under besides their own namespace (default: ONYX_DELIVERY_TOPIC_PREFIXES)."""
     metadata = metadata or MetadataProvider(sender, overlay)
     sender = ProfileFeed(sender, metadata)
     refuse_internal_profiles(store, sender)
-    subscribers = Subscribers(store, topic_admin or NoTopicAdmin(), taken=overlay.brokers)
+    subscribers = Subscribers(store, topic_admin or NoTopicAdmin(), taken=overlay.brokers, prefixes=delivery_prefixes)
     tuning = PlacementOptions(partitions_per_broker=config.PEP_PARTITIONS_PER_BROKER, tolerance=config.PEP_TOLERANCE)
     placer = make_strategy(placement, overlay, tuning)
     placer.restore((p.id, p.text, p.host_broker) for p in store.list_profiles())
     placing = threading.Lock()  # requests run in a thread pool; strategies keep state
     load = PlacementLoad(store)
     limiter = rate_limit or RateLimiter.from_config()
+    anonymous = RateLimiter(config.ANONYMOUS_RATE, config.ANONYMOUS_BURST)  # one bucket, key None
+    new_sources = RateLimiter(config.SOURCE_RATE, config.SOURCE_BURST)  # per publisher (None: anonymous)
     limits = (f"A request body may have up to {MAX_BATCH_BYTES:,} bytes for {BATCH_PATH} and {CHANGES_PATH} "
-              f"(1 to {MAX_BATCH:,} profiles or changes), {MAX_BODY_BYTES:,} for every other operation; a profile's "
-              f"text up to {MAX_PROFILE_CHARS:,} characters. A larger body is refused with 413. "
+              f"(1 to {MAX_BATCH:,} profiles or changes, {MAX_BATCH_CHARS:,} characters of profile text in all), "
+              f"{MAX_BODY_BYTES:,} for every other operation; a profile's text up to {MAX_PROFILE_CHARS:,} "
+              f"characters, a source's schema up to {MAX_SCHEMA_CHARS:,}. A larger body is refused with 413. "
+              f"A request without a token may register at most {config.ANONYMOUS_MAX_BATCH:,} profiles and "
+              f"{config.ANONYMOUS_MAX_CHARS:,} characters of profile or schema text at once; all such requests "
+              f"together may register {config.ANONYMOUS_RATE:g} profiles or subscribers a second (bursts of "
+              f"{config.ANONYMOUS_BURST:,}). Each publisher (and all requests without a token together) may "
+              f"register {config.SOURCE_RATE:g} sources a second (bursts of {config.SOURCE_BURST:,}). "
               + limiter.describe())
     app = FastAPI(title="Onyx registration service", version="0.1.0",
                   description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay. "
                               "Every error answer is a JSON object with a `detail` (what went wrong, what to do) and, "
-                              "for a profile the parser refuses, the `column` where the problem starts.")
-    _describe(app, overlay, limits)
+                              "for a profile the parser refuses, the `column` where the problem starts. Every "
+                              "operation says who may call it (`x-onyx-access`: anonymous, subscriber, owner of a "
+                              "profile, publisher, operator) and what it sees; another tenant's object answers 404.")
+    _describe(app, overlay, limits, topic_json_schema(subscribers.prefixes))
     app.add_middleware(BodyLimit, default=MAX_BODY_BYTES, limits={BATCH_PATH: MAX_BATCH_BYTES,
                                                                   CHANGES_PATH: MAX_BATCH_BYTES})
+    access = Access(store, subscribers.authenticate, admin_token)
+    install(app, access)
     known_sources = {s.id for s in store.list_sources()}
     for source_id, root in sorted(overlay.sources.items()):
         if source_id not in known_sources:
@@ -612,35 +661,88 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     async def _rate_limited(_: Request, exc: RateLimited) -> JSONResponse:
         return error(429, exc.detail, headers={"Retry-After": exc.retry_after_header})
 
-    def authorized(profile_id: str, token: str) -> ProfileRecord:
-        """The profile, if ``token`` is its token (see check_token)."""
-        record = store.profile(profile_id)
-        check_token(store, profile_id, token, record)
-        assert record is not None
-        return record
+    def in_use(subscriber_id: str | None) -> Callable[[str], bool]:
+        """Whether one of the subscriber's metadata subscriptions delivers to a topic."""
+        held = {sub.topic for sub in metadata.users.values() if sub.subscriber_id == subscriber_id}
+        return held.__contains__
 
-    def owner_of(token: str | None) -> str | None:
-        """The subscriber whose token came with the request (401 if none has it), or None."""
-        return subscribers.authenticate(token).id if token else None
+    def release(tx, records: Iterable[ProfileRecord]) -> None:
+        """Give up the claims on the delivery topics of ``records`` no profile uses any more."""
+        by_subscriber: dict[str | None, set[str]] = {}
+        for r in records:
+            by_subscriber.setdefault(r.subscriber_id, set()).add(r.delivery_topic)
+        for subscriber_id, names in by_subscriber.items():
+            subscribers.release(tx, subscriber_id, names, in_use(subscriber_id))
+
+    def charge(caller: Caller, n: int, chars: int, owner: str | None = None) -> None:
+        """Charge a registration of ``n`` items and ``chars`` characters of text to the
+        caller's budget: its subscriber's bucket, or (no token) the shared anonymous bucket
+        and the lower anonymous limits (413)."""
+        if caller.anonymous:
+            if n > config.ANONYMOUS_MAX_BATCH or chars > config.ANONYMOUS_MAX_CHARS:
+                raise HTTPException(413, f"a request without a token may carry at most {config.ANONYMOUS_MAX_BATCH:,} "
+                                         f"profiles and {config.ANONYMOUS_MAX_CHARS:,} characters of text (this one: "
+                                         f"{n:,} and {chars:,}): register a subscriber first (POST /subscribers) "
+                                         f"and send its token as {SUBSCRIBER_TOKEN_HEADER}")
+            anonymous.charge(None, n)
+        limiter.charge(owner, n)
 
     profile_errors = {400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER,
-                      409: "the delivery topic belongs to another subscriber: nothing was registered",
+                      409: "the delivery topic belongs to another subscriber, or exists in Kafka and is not yours: "
+                           "nothing was registered",
                       413: _too_large(MAX_BODY_BYTES),
                       422: "not a profile (with the column where the parser stopped), a bad or missing field, a "
-                           "delivery topic of the overlay or one Kafka refuses, or an unknown broker in near: "
+                           "delivery topic outside your namespace and the operator's prefixes (Kafka's __* and the "
+                           "overlay's own topics included) or one Kafka refuses, or an unknown broker in near: "
                            "nothing was registered",
                       429: _RATE, 503: _UNAVAILABLE}
 
-    @app.post("/sources", response_model=SourceOut, status_code=201, summary="Register a data source",
-              operation_id="register_source",
-              responses=error_responses({400: _NOT_JSON, 409: "a source with this name (id) is already registered",
-                                 413: _too_large(MAX_BODY_BYTES),
-                                 422: "a bad or missing field, an unknown root broker, or a schema that is neither "
-                                      "a DTD nor an XML Schema: nothing was registered",
-                                 503: _UNAVAILABLE}))
-    def register_source(body: SourceIn) -> SourceOut:
+    # -- publishers and sources ------------------------------------------------------------------
+
+    @app.post("/publishers", response_model=PublisherRegistered, status_code=201, summary="Register a publisher",
+              operation_id="register_publisher",
+              dependencies=[Depends(access.allow("operator", sees="the new publisher's token, once"))],
+              responses=error_responses({401: "no or a wrong operator token", 403: "not an operator's token",
+                                         503: _UNAVAILABLE}),
+              openapi_extra={"responses": {"201": {"links": {"RegisterSource": {
+                  "operationId": "register_source", "description": "register a source of this publisher",
+                  "parameters": {f"header.{PUBLISHER_TOKEN_HEADER}": "$response.body#/token"}}}}}})
+    def register_publisher() -> PublisherRegistered:
+        """A new publisher: its id and its token (shown once), for POST /sources."""
+        publisher_id, token = "p" + secrets.token_hex(8), secrets.token_urlsafe(24)
+        with store.transaction() as tx:
+            tx.add_publisher(publisher_id, token)
+        return PublisherRegistered(publisher_id=publisher_id, token=token)
+
+    @app.post("/sources", response_model=SourceOut, response_model_exclude_none=True, status_code=201,
+              summary="Register a data source", operation_id="register_source",
+              responses=error_responses({400: _NOT_JSON, 401: "an unknown token", 403: "a token of another kind "
+                                         "(a subscriber's, a profile's)",
+                                         409: "a source with this name (id) is already registered",
+                                         413: f"{_too_large(MAX_BODY_BYTES)}; or, without a token, a schema of more "
+                                              f"than {config.ANONYMOUS_MAX_CHARS:,} characters",
+                                         422: "a bad or missing field (a name with control characters), an unknown "
+                                              "root broker, or a schema that is neither a DTD nor an XML Schema: "
+                                              "nothing was registered",
+                                         429: "more new sources than the service allows in this time: retry after "
+                                              "Retry-After seconds",
+                                         503: _UNAVAILABLE}))
+    def register_source(body: SourceIn, who: Caller = Depends(access.allow(
+            "anonymous", "publisher", "operator",
+            sees="its new source (anonymous: a new publisher, whose token it gets once)"))) -> SourceOut:
+        """Register a source of the publisher whose token came (an operator's source, with
+        the operator's token; without a token, of a new publisher, created with it and
+        returned: publisher_id, publisher_token). Publishers write to ``topic`` with any Kafka
+        client. Its archive is the publisher's: subscribers read it once granted it, or
+        when it is public."""
+        if who.anonymous and body.schema_text is not None and len(body.schema_text) > config.ANONYMOUS_MAX_CHARS:
+            raise HTTPException(413, f"a request without a token may send a schema of at most "
+                                     f"{config.ANONYMOUS_MAX_CHARS:,} characters: register as a publisher "
+                                     f"(an operator's POST /publishers) and send its {PUBLISHER_TOKEN_HEADER}")
         if body.root_broker is not None and body.root_broker not in overlay.graph:
             raise HTTPException(422, f"unknown root broker {body.root_broker!r}; brokers: {overlay.brokers}")
+        if not who.operator:
+            new_sources.charge(who.publisher, 1)
         source_id = _slug(body.name)
         if store.source(source_id) is not None:
             raise HTTPException(409, f"a source with id {source_id!r} is already registered")
@@ -653,22 +755,95 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             source_dictionary(record)
         except FormatError as exc:
             raise HTTPException(422, f"schema: {exc}") from None
+        owner, token = who.publisher, None
+        if who.anonymous:
+            owner, token = "p" + secrets.token_hex(8), secrets.token_urlsafe(24)
         with store.transaction() as tx:
-            tx.add_source(record)
+            if token is not None:
+                tx.add_publisher(owner, token)
+            tx.add_source(record, owner=owner, public=body.public)
             announce_source(sender, record)
             metadata.publish([source_doc(record)])
         overlay.sources[source_id] = root
-        return SourceOut(source_id=source_id, root_broker=root, topic=topics.source_topic(source_id))
+        return SourceOut(source_id=source_id, root_broker=root, topic=topics.source_topic(source_id),
+                         public=body.public, publisher_id=owner, publisher_token=token)
+
+    def source_view(source_id: str) -> SourceView:
+        record, acl = store.source(source_id), store.source_access(source_id)
+        return SourceView(source_id=record.id, name=record.name, root_broker=record.root_broker,
+                          topic=topics.source_topic(record.id), public=acl.public, publisher_id=acl.owner)
+
+    @app.get("/sources", response_model=list[SourceView], summary="The sources you may read or manage",
+             operation_id="list_sources", responses=error_responses({401: "no or an unknown token", 503: _UNAVAILABLE}))
+    def list_sources(who: Caller = Depends(access.allow(
+            "subscriber", "owner", "publisher", "operator",
+            sees="the sources whose archive it may read (public, granted) or that it owns; an operator: all"))
+            ) -> list[SourceView]:
+        readable = access.readable(who)
+        return [source_view(s.id) for s in store.list_sources() if readable is None or s.id in readable]
+
+    source_errors = error_responses({401: "no or an unknown token", 403: "a token of another kind",
+                                     404: "no such source of yours", 503: _UNAVAILABLE})
+
+    @app.patch("/sources/{source_id}", response_model=SourceView, summary="Make a source public, or not",
+               operation_id="update_source",
+               responses={**source_errors, **error_responses({400: _NOT_JSON, 413: _too_large(MAX_BODY_BYTES),
+                                                              422: "a bad or missing field"})})
+    def update_source(source_id: str, body: SourcePatch, who: Caller = Depends(access.allow(
+            "publisher", "operator", sees="its own sources; an operator: all"))) -> SourceView:
+        """Whether every subscriber may read the source's archive (public) or only the ones granted it."""
+        access.managed_source(who, source_id)
+        with store.transaction() as tx:
+            tx.set_public(source_id, body.public)
+        return source_view(source_id)
+
+    @app.get("/sources/{source_id}/grants", response_model=GrantsView, summary="Who may read a source's archive",
+             operation_id="source_grants", responses=source_errors)
+    def source_grants(source_id: str, who: Caller = Depends(access.allow(
+            "publisher", "operator", sees="its own sources' grants; an operator: all"))) -> GrantsView:
+        access.managed_source(who, source_id)
+        return GrantsView(source_id=source_id, public=store.source_access(source_id).public,
+                          subscribers=store.grants(source_id))
+
+    @app.put("/sources/{source_id}/grants/{subscriber_id}", status_code=204, response_class=Response,
+             summary="Let a subscriber read a source's archive", operation_id="grant_source",
+             responses={**source_errors, **error_responses({422: "no such subscriber"})})
+    def grant_source(source_id: str, subscriber_id: str, who: Caller = Depends(access.allow(
+            "publisher", "operator", sees="its own sources; an operator: all"))) -> Response:
+        """The subscriber may now replay, query and backfill from the source's archive."""
+        access.managed_source(who, source_id)
+        if store.subscriber(subscriber_id) is None:
+            raise HTTPException(422, f"no subscriber {subscriber_id!r}: grant the id its registration returned")
+        with store.transaction() as tx:
+            tx.grant(source_id, subscriber_id)
+        return Response(status_code=204)
+
+    @app.delete("/sources/{source_id}/grants/{subscriber_id}", status_code=204, response_class=Response,
+                summary="Take back a subscriber's reading of a source's archive", operation_id="revoke_source",
+                responses=source_errors)
+    def revoke_source(source_id: str, subscriber_id: str, who: Caller = Depends(access.allow(
+            "publisher", "operator", sees="its own sources; an operator: all"))) -> Response:
+        access.managed_source(who, source_id)
+        with store.transaction() as tx:
+            tx.revoke(source_id, subscriber_id)
+        return Response(status_code=204)
+
+    # -- subscribers and profiles ----------------------------------------------------------------
 
     @app.post("/subscribers", response_model=SubscriberRegistered, status_code=201,
               summary="Register a subscriber", operation_id="register_subscriber",
-              responses=error_responses({503: _UNAVAILABLE}),
+              responses=error_responses({401: "an unknown token", 403: "a token of another kind",
+                                         429: "more new subscribers than the service allows in this time",
+                                         503: _UNAVAILABLE}),
               openapi_extra={"responses": {"201": {"links": {"RegisterProfile": {
                   "operationId": "register_profile", "description": "register a profile of this subscriber",
                   "parameters": {f"header.{SUBSCRIBER_TOKEN_HEADER}": "$response.body#/token"}}}}}})
-    def register_subscriber() -> SubscriberRegistered:
+    def register_subscriber(who: Caller = Depends(access.allow(
+            "anonymous", "operator", sees="the new subscriber's token, once"))) -> SubscriberRegistered:
         """A new subscriber: its id, its token (send it as X-Onyx-Subscriber-Token with its
         profiles) and its own delivery topic, created in Kafka before this returns."""
+        if who.anonymous:
+            anonymous.charge(None, 1)
         with store.transaction() as tx:
             new = subscribers.register(tx)
             subscribers.create_topics(tx)
@@ -676,17 +851,16 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.post("/profiles", response_model=ProfileRegistered, response_model_exclude_none=True, status_code=201,
               summary="Register a profile", operation_id="register_profile", responses=error_responses(profile_errors),
-              openapi_extra={**_OPTIONAL_SUBSCRIBER, **_links("201", "$response.body#/profile_id",
-                                                             "$response.body#/token")})
-    def register_profile(body: ProfileIn,
-                         subscriber_token: SubscriberTokenHeader = None,
-                         ) -> ProfileRegistered:
+              openapi_extra=_links("201", "$response.body#/profile_id", "$response.body#/token"))
+    def register_profile(body: ProfileIn, who: Caller = Depends(access.allow(
+            "anonymous", "subscriber", sees="its new profile (anonymous: of a new subscriber, whose token it gets "
+                                            "once)"))) -> ProfileRegistered:
         """Register a profile of the subscriber whose token is in X-Onyx-Subscriber-Token
         (or of a new subscriber, created with it and returned: subscriber_id,
         subscriber_token). Deliveries are Kafka records on ``delivery_topic`` keyed by
         ``profile_id``, with the message id in the ``onyx-message-id`` header."""
-        owner = owner_of(subscriber_token)
-        limiter.charge(owner, 1)
+        owner = who.subscriber
+        charge(who, 1, len(body.text), owner)
         validate_profile(body.text)
         requested = body.delivery.topic if body.delivery else None
         webhook = body.delivery.webhook if body.delivery else None
@@ -720,15 +894,19 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
 
     @app.post(BATCH_PATH, response_model=ProfileBatchRegistered, response_model_exclude_none=True,
               summary="Register many profiles at once", operation_id="register_profiles",
-              responses=error_responses({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
-                                 422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} profiles: nothing "
-                                      "registered (a bad item is refused alone, in the results)",
-                                 429: _RATE, 503: _UNAVAILABLE}),
-              openapi_extra={**_OPTIONAL_SUBSCRIBER, **_links("200", "$response.body#/results/0/profile/profile_id",
-                                                             "$response.body#/results/0/profile/token")})
-    def register_profiles(body: ProfileBatchIn,
-                          subscriber_token: SubscriberTokenHeader = None,
-                          ) -> JSONResponse:
+              responses=error_responses({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER,
+                                         413: f"{_too_large(MAX_BATCH_BYTES)}; or more than {MAX_BATCH_CHARS:,} "
+                                              "characters of profile text in all (without a token: "
+                                              f"{config.ANONYMOUS_MAX_BATCH:,} profiles, "
+                                              f"{config.ANONYMOUS_MAX_CHARS:,} characters)",
+                                         422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} profiles: nothing "
+                                              "registered (a bad item is refused alone, in the results)",
+                                         429: _RATE, 503: _UNAVAILABLE}),
+              openapi_extra=_links("200", "$response.body#/results/0/profile/profile_id",
+                                   "$response.body#/results/0/profile/token"))
+    def register_profiles(body: ProfileBatchIn, who: Caller = Depends(access.allow(
+            "anonymous", "subscriber", sees="its new profiles (anonymous: of one new subscriber, whose token it "
+                                            "gets once)"))) -> JSONResponse:
         """Register up to 10,000 profiles of one subscriber (the one whose token is in
         X-Onyx-Subscriber-Token, or one new subscriber for all of them), each item as
         ``POST /profiles`` would: the answer is **200** with one result per item, in
@@ -738,13 +916,17 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         others are stored in one database transaction and sent to their host brokers as
         one batch of query packets. The whole request fails, and nothing is registered,
         only for an unknown subscriber token (401), a body that is not a list of 1 to
-        10,000 items (422) or larger than 64 MiB (413), a subscriber over its rate (429),
-        and a failure of Kafka or the database (503). The ``Server-Timing`` header tells
-        where the time went (check, place, topics, insert, kafka, commit, answer;
-        milliseconds)."""
+        10,000 items (422) or larger than 64 MiB or 2,000,000 characters of text (413), a
+        subscriber over its rate (429), and a failure of Kafka or the database (503). The
+        ``Server-Timing`` header tells where the time went (check, place, topics, insert,
+        kafka, commit, answer; milliseconds)."""
         timing, t0 = {}, time.perf_counter()
-        owner = owner_of(subscriber_token)
-        limiter.charge(owner, len(body.profiles))
+        owner = who.subscriber
+        chars = _text_chars(body.profiles, "text")
+        if chars > MAX_BATCH_CHARS:
+            raise HTTPException(413, f"the batch has {chars:,} characters of profile text, more than the "
+                                     f"{MAX_BATCH_CHARS:,} one request may carry: send it in smaller batches")
+        charge(who, len(body.profiles), chars, owner)
         subscriber_id = owner or subscribers.new_id()
         results: list[BatchItem | None] = [None] * len(body.profiles)
         checked: list[tuple[int, ProfileIn]] = []
@@ -762,6 +944,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 results[i] = _refused(i, 422, str(exc), exc.column)
             except SubscriberError as exc:
                 results[i] = _refused(i, 422, str(exc))
+            except DuplicateError as exc:  # a topic in another subscriber's namespace
+                results[i] = _refused(i, 409, str(exc))
             else:
                 checked.append((i, item))
         accepted: list[tuple[int, ProfileRecord, str]] = []
@@ -784,7 +968,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                         try:
                             topic = subscribers.delivery_topic(tx, subscriber_id,
                                                                item.delivery.topic if item.delivery else None)
-                        except DuplicateError as exc:  # the topic is another subscriber's
+                        except DuplicateError as exc:  # the topic is another subscriber's, or foreign
                             results[i] = _refused(i, 409, str(exc))
                             placer.forget(profile_id)
                             continue
@@ -836,30 +1020,29 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         response.headers["Server-Timing"] = ", ".join(f"{k};dur={v * 1e3:.1f}" for k, v in timing.items())
         return response
 
-    @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile",
-             operation_id="get_profile", responses=error_responses({404: "no such profile", 503: _UNAVAILABLE}))
-    def get_profile(profile_id: str) -> ProfileView:
-        record = store.profile(profile_id)
-        if record is None:
-            raise HTTPException(404, f"no profile {profile_id!r}")
-        return _view(record)
+    own = {401: "no token, or one no one has", 403: "a token of another kind",
+           404: "no such profile of yours (another subscriber's profile is not shown either)"}
 
-    token_errors = {401: f"no token (send the profile's token as {PROFILE_TOKEN_HEADER} or Authorization: Bearer), "
-                         "or one no profile has (never issued, or its profile was deleted)",
-                    403: "another profile's token", 404: "no such profile (with a token some profile has)"}
+    @app.get("/profiles/{profile_id}", response_model=ProfileView, summary="Inspect a profile",
+             operation_id="get_profile", responses=error_responses({**own, 503: _UNAVAILABLE}))
+    def get_profile(profile_id: str, who: Caller = Depends(access.allow(
+            "owner", "subscriber", "operator", sees="its own profile (with the profile's or its subscriber's "
+                                                    "token); an operator: any"))) -> ProfileView:
+        return _view(access.profile(who, profile_id))
 
     @app.put("/profiles/{profile_id}", response_model=ProfileView, summary="Replace a profile's text",
              operation_id="update_profile",
-             responses=error_responses({400: _NOT_JSON, **token_errors,
-                                409: "the delivery topic belongs to another subscriber: nothing was changed",
-                                413: _too_large(MAX_BODY_BYTES),
-                                422: "not a profile (with the column where the parser stopped), a bad or missing "
-                                     "field, or a delivery topic of the overlay or one Kafka refuses: the profile "
-                                     "stays as it was",
-                                429: _RATE, 503: _UNAVAILABLE}))
-    def update_profile(profile_id: str, body: ProfileUpdate, x_onyx_token: ProfileTokenHeader = None,
-                       bearer: ProfileBearer = None) -> ProfileView:
-        old = authorized(profile_id, profile_token(x_onyx_token, bearer))
+             responses=error_responses({400: _NOT_JSON, **own,
+                                        409: "the delivery topic belongs to another subscriber, or exists in Kafka "
+                                             "and is not yours: nothing was changed",
+                                        413: _too_large(MAX_BODY_BYTES),
+                                        422: "not a profile (with the column where the parser stopped), a bad or "
+                                             "missing field, or a delivery topic outside your namespace and the "
+                                             "operator's prefixes or one Kafka refuses: the profile stays as it was",
+                                        429: _RATE, 503: _UNAVAILABLE}))
+    def update_profile(profile_id: str, body: ProfileUpdate, who: Caller = Depends(access.allow(
+            "owner", "subscriber", sees="its own profile"))) -> ProfileView:
+        old = access.profile(who, profile_id, operator=False)
         limiter.charge(old.subscriber_id, 1)
         validate_profile(body.text)
         requested = body.delivery.topic if body.delivery else None
@@ -873,34 +1056,40 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                      else subscribers.delivery_topic(tx, old.subscriber_id, requested))
             record = ProfileRecord(old.id, body.text, old.host_broker, topic, old.version + 1, old.subscriber_id)
             tx.update_profile(record)
+            release(tx, [old])
             subscribers.create_topics(tx)
             announce_profile(sender, "update", record)
         return _view(record)
 
     @app.delete("/profiles/{profile_id}", status_code=204, summary="Delete a profile", operation_id="delete_profile",
-                responses=error_responses({**token_errors, 429: _RATE, 503: _UNAVAILABLE}))
-    def delete_profile(profile_id: str, x_onyx_token: ProfileTokenHeader = None, bearer: ProfileBearer = None) -> None:
-        old = authorized(profile_id, profile_token(x_onyx_token, bearer))
+                responses=error_responses({**own, 429: _RATE, 503: _UNAVAILABLE}))
+    def delete_profile(profile_id: str, who: Caller = Depends(access.allow(
+            "owner", "subscriber", sees="its own profile"))) -> None:
+        """Delete the profile; a delivery topic it named that no other profile of its
+        subscriber uses is no longer claimed (the topic stays in Kafka)."""
+        old = access.profile(who, profile_id, operator=False)
         limiter.charge(old.subscriber_id, 1)
         record = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1,
                                old.subscriber_id)
         with placing:
             with store.transaction() as tx:
                 tx.delete_profile(profile_id)
+                release(tx, [old])
                 announce_profile(sender, "delete", record)
             placer.forget(profile_id)
             load.add(old.host_broker, -1)
 
     @app.post(CHANGES_PATH, response_model=ProfileChangesApplied, response_model_exclude_none=True,
               summary="Update and delete many profiles at once", operation_id="change_profiles",
-              responses=error_responses({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER, 413: _too_large(MAX_BATCH_BYTES),
-                                 422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} changes: nothing "
-                                      "changed (a bad change is refused alone, in the results)",
-                                 429: _RATE, 503: _UNAVAILABLE}),
-              openapi_extra=_OPTIONAL_SUBSCRIBER)
-    def change_profiles(body: ProfileChangesIn,
-                        subscriber_token: SubscriberTokenHeader = None,
-                        ) -> JSONResponse:
+              responses=error_responses({400: _NOT_JSON, 401: _UNKNOWN_SUBSCRIBER,
+                                         413: f"{_too_large(MAX_BATCH_BYTES)}; or more than {MAX_BATCH_CHARS:,} "
+                                              "characters of profile text in all",
+                                         422: f"not a JSON object with a list of 1 to {MAX_BATCH:,} changes: nothing "
+                                              "changed (a bad change is refused alone, in the results)",
+                                         429: _RATE, 503: _UNAVAILABLE}))
+    def change_profiles(body: ProfileChangesIn, who: Caller = Depends(access.allow(
+            "anonymous", "subscriber", "owner", sees="its own profiles (each change authorized by the profile's "
+                                                     "token in it, or by the subscriber's token)"))) -> JSONResponse:
         """Apply up to 10,000 updates and deletions, in order, each as ``PUT`` or ``DELETE
         /profiles/{id}`` would: the answer is **200** with one result per change (200 and
         the updated profile, 204 deleted, or the status the single endpoint would have
@@ -910,11 +1099,14 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         sent to their host brokers as one batch of query packets. A client changing
         profiles at a high rate sends them here in small batches (``bench.churn`` at
         1,000 changes/s sends one request every 100 ms)."""
-        owner = owner_of(subscriber_token)
-        limiter.charge(owner, len(body.changes))
+        chars = _text_chars(body.changes, "text")
+        if chars > MAX_BATCH_CHARS:
+            raise HTTPException(413, f"the changes have {chars:,} characters of profile text, more than the "
+                                     f"{MAX_BATCH_CHARS:,} one request may carry: send them in smaller batches")
+        charge(who, len(body.changes), chars, who.tenant)
         results: list[ChangeItem | None] = [None] * len(body.changes)
         current: dict[str, ProfileRecord | None] = {}  # the profiles as this request left them so far
-        made: list[tuple[int, str, ProfileRecord]] = []
+        made: list[tuple[int, str, ProfileRecord, ProfileRecord]] = []
         for i, raw in enumerate(body.changes):
             try:
                 change = ProfileChange.model_validate(raw)
@@ -924,14 +1116,14 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                     validate_profile(change.text)
                 pid = change.profile_id
                 old = current[pid] if pid in current else store.profile(pid)
-                if change.token:
-                    if not (owner is not None and old is not None and old.subscriber_id == owner):
-                        check_token(store, pid, change.token, old)
-                elif old is None:
-                    raise HTTPException(404, f"no profile {pid!r}")
-                elif owner is None or old.subscriber_id != owner:
-                    raise HTTPException(401, "this change needs the profile's token (token) or its "
-                                             f"subscriber's ({SUBSCRIBER_TOKEN_HEADER})")
+                if old is None or not (who.owns(old) or (change.token and store.token_matches(pid, change.token))):
+                    if change.token and store.profile_by_token(change.token) is None:
+                        raise HTTPException(401, "no profile has this change's token (it was never issued, or its "
+                                                 "profile was deleted)")
+                    if not change.token and who.anonymous:
+                        raise HTTPException(401, "this change needs the profile's token (token) or its "
+                                                 f"subscriber's ({SUBSCRIBER_TOKEN_HEADER})")
+                    raise HTTPException(404, f"no profile {pid!r} of yours")
             except ValidationError as exc:
                 results[i] = ChangeItem(index=i, status=422, error=Error(detail=_schema_problem(exc)))
                 continue
@@ -945,41 +1137,38 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             record = ProfileRecord(old.id, text, old.host_broker, old.delivery_topic, old.version + 1,
                                    old.subscriber_id)
             current[pid] = record if change.op == "update" else None
-            made.append((i, change.op, record))
+            made.append((i, change.op, record, old))
         with placing:
             with store.transaction() as tx:
-                for _, op, record in made:
+                for _, op, record, _ in made:
                     if op == "update":
                         tx.update_profile(record)
                     else:
                         tx.delete_profile(record.id)
-                announce_changes(sender, [(op, record) for _, op, record in made])
-            for _, op, record in made:
+                release(tx, [old for _, op, _, old in made if op == "delete"])
+                announce_changes(sender, [(op, record) for _, op, record, _ in made])
+            for _, op, record, _ in made:
                 if op == "delete":
                     placer.forget(record.id)
                     load.add(record.host_broker, -1)
-        for i, op, record in made:
+        for i, op, record, _ in made:
             results[i] = (ChangeItem(index=i, status=200, profile=_view(record)) if op == "update"
                           else ChangeItem(index=i, status=204))
         out = ProfileChangesApplied(applied=len(made), failed=len(results) - len(made), results=results)
         return JSONResponse(out.model_dump(mode="json", exclude_none=True))
 
+    # -- the overlay -----------------------------------------------------------------------------
+
     @app.post("/rebalance", response_model=list[MoveView], summary="Re-place profiles (operators)",
               operation_id="rebalance",
-              responses=error_responses({401: f"no operator token, or not the one the service was started with "
-                                      f"({ADMIN_TOKEN_HEADER})",
-                                 403: "operator endpoints are disabled (the service was started without "
-                                      "ONYX_ADMIN_TOKEN)",
-                                 503: _UNAVAILABLE}))
-    def rebalance(x_onyx_admin_token: AdminTokenHeader = None) -> list[MoveView]:
+              dependencies=[Depends(access.allow("operator", sees="every profile's placement"))],
+              responses=error_responses({401: "no or a wrong operator token (or the service has none)",
+                                         403: "a token of another kind", 503: _UNAVAILABLE}))
+    def rebalance() -> list[MoveView]:
         """Ask the placement strategy for a better placement of the registered profiles
         and move them: each moved profile is deleted at its old host and added at its
         new one (two versions, so every broker applies them in the right order); its
         delivery topic stays the same."""
-        if admin_token is None:
-            raise HTTPException(403, "operator endpoints are disabled: start the service with ONYX_ADMIN_TOKEN set")
-        if x_onyx_admin_token is None or not secrets.compare_digest(x_onyx_admin_token, admin_token):
-            raise HTTPException(401, f"this needs the operator token in {ADMIN_TOKEN_HEADER}")
         done = []
         with placing:
             for move in placer.rebalance():
@@ -1000,22 +1189,34 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         return done
 
     @app.get("/brokers", response_model=list[BrokerView], summary="The brokers of the overlay",
-             operation_id="list_brokers", responses=error_responses({503: _UNAVAILABLE}))
-    def list_brokers() -> list[BrokerView]:
+             operation_id="list_brokers", responses=error_responses({401: "no or an unknown token",
+                                                                     503: _UNAVAILABLE}))
+    def list_brokers(who: Caller = Depends(access.allow(
+            "subscriber", "owner", "publisher", "operator",
+            sees="the brokers, their neighbours and profile counts, and of their sources the ones it may read or "
+                 "owns; an operator: all"))) -> list[BrokerView]:
         counts = store.profile_counts()
+        readable = access.readable(who)
         return [BrokerView(broker_id=b, topic=topics.broker_topic(b), profiles=counts.get(b, 0),
                            neighbours=sorted(overlay.graph.neighbors(b)),
-                           sources=sorted(s for s, r in overlay.sources.items() if r == b))
+                           sources=sorted(s for s, r in overlay.sources.items()
+                                          if r == b and (readable is None or s in readable)))
                 for b in overlay.brokers]
 
     @app.get("/health", response_model=Health, summary="Liveness and readiness", operation_id="health",
              responses={503: {"model": Health, "description": "the database cannot be reached: not ready"}})
-    def health() -> JSONResponse:
+    def health(_: None = Depends(access.public(sees="whether the service is ready"))) -> JSONResponse:
         try:
             store.ping()
         except Exception as exc:  # any database failure means "not ready", reported, not raised
             return JSONResponse(status_code=503, content={"status": "unavailable", "database": str(exc)[:200]})
         return JSONResponse(content={"status": "ok", "database": "ok", "brokers": len(overlay.brokers)})
 
-    add_metadata(app, store, metadata, subscribers, SubscriberTokenHeader, error_responses)
+    add_metadata(app, store, metadata, subscribers, error_responses)
     return app
+
+
+def _text_chars(items: Sequence[Any], field: str) -> int:
+    """Characters of ``field`` over the items of a batch that are objects with a string
+    there (the rest is refused item by item later)."""
+    return sum(len(x[field]) for x in items if isinstance(x, dict) and isinstance(x.get(field), str))

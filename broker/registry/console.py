@@ -8,44 +8,33 @@ endpoints it draws from.
 * ``GET /console/profiles?q=``: registered profiles, searched by id, text, host or subscriber;
   the sources are in ``/console/overlay``.
 
-When the service has an operator token (``ONYX_ADMIN_TOKEN``) every one of them but the page
-itself (which holds no data) needs it, as ``X-Onyx-Admin-Token`` or ``Authorization: Bearer``;
-the page asks for it and keeps it in the browser's session storage. Without one they are open:
-they only read.
+Every one of them but the page itself (which holds no data) is an operator's: it needs the
+operator token (``ONYX_ADMIN_TOKEN``; ``onyx up`` makes one), as ``X-Onyx-Admin-Token`` or
+``Authorization: Bearer``; the page asks for it and keeps it in the browser's session storage.
+A service started without an operator token answers them 401 (:mod:`broker.registry.access`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from importlib import resources
-from typing import Annotated, Callable
+from typing import Callable
 
-from fastapi import FastAPI, HTTPException, Query, Request, Security
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from broker import config, packets, topics
-from broker.registry.app import ADMIN_TOKEN_HEADER, AdminTokenHeader, error_responses
+from broker.registry import access
+from broker.registry.access import ADMIN_TOKEN_HEADER
+from broker.registry.app import error_responses
 from broker.registry.figures import Figures
 from broker.registry.kafka_reads import last_records
 from broker.registry.store import Store
 from routing.overlay import Overlay
 
 MAX_LISTED = 500  # profiles one GET /console/profiles lists
-_admin_bearer = HTTPBearer(scheme_name="AdminBearer", auto_error=False,
-                           description=f"the operator token as Authorization: Bearer (instead of {ADMIN_TOKEN_HEADER})")
-AdminBearer = Annotated[HTTPAuthorizationCredentials | None, Security(_admin_bearer)]
-
-
-class OperatorTokenError(HTTPException):
-    """The console's data needs the operator token and the request had none, or another."""
-
-    def __init__(self) -> None:
-        super().__init__(401, f"this needs the operator token the service was started with (ONYX_ADMIN_TOKEN), "
-                              f"as {ADMIN_TOKEN_HEADER} or Authorization: Bearer")
 
 
 class ConsoleBroker(BaseModel):
@@ -107,30 +96,9 @@ class FiguresView(BaseModel):
     error: str | None = Field(description="why the figures could not be gathered the last time (else null)")
 
 
-_OPERATOR = {401: f"the service has an operator token and the request did not send it ({ADMIN_TOKEN_HEADER} or "
-                  "Authorization: Bearer)"}
-
-
-def operator_guard(admin_token: str | None) -> Callable[[str | None, HTTPAuthorizationCredentials | None], None]:
-    """A check that a request may read the console's data (see the module docstring):
-    :class:`OperatorTokenError` (401) unless it sent ``admin_token`` (any request, without one).
-
-    >>> operator_guard(None)(None, None)
-    >>> operator_guard("t")("t", None)
-    >>> operator_guard("t")("x", None)
-    Traceback (most recent call last):
-    ...
-    broker.registry.console.OperatorTokenError: 401: this needs the operator token ...
-    """
-
-    def check(header: str | None, bearer: HTTPAuthorizationCredentials | None) -> None:
-        if admin_token is None:
-            return
-        given = header or (bearer.credentials if bearer is not None else None)
-        if not given or not secrets.compare_digest(given, admin_token):
-            raise OperatorTokenError()
-
-    return check
+OPERATOR = {401: f"no operator token ({ADMIN_TOKEN_HEADER} or Authorization: Bearer), a wrong one, or the service "
+                 "has none", 403: "a token of another kind"}
+"""What an operator's operation answers a caller that is not one."""
 
 
 def overlay_view(overlay: Overlay, store: Store) -> ConsoleOverlay:
@@ -163,30 +131,30 @@ def dead_letter_view(bootstrap: str | None, n: int = config.CONSOLE_DEAD_LETTERS
     return out
 
 
-def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, admin_token: str | None,
-                bootstrap_servers: str | None, webhook_profiles: Callable[[], set[str]] = set) -> None:
+def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, bootstrap_servers: str | None,
+                webhook_profiles: Callable[[], set[str]] = set) -> None:
     """Add the console's page and endpoints to the service (``webhook_profiles()``: the ids of
     the profiles with a webhook)."""
-    guard = operator_guard(admin_token)
+    operator = Depends(access.of(app).allow("operator", sees="the whole overlay: every profile, subscriber, "
+                                                             "broker figure and dead letter"))
     page = resources.files("broker.registry").joinpath("static/console.html").read_text()
-    errors = error_responses({**_OPERATOR, 503: "the database cannot be reached"})
+    errors = error_responses({**OPERATOR, 503: "the database cannot be reached"})
 
     @app.get("/console", response_class=HTMLResponse, include_in_schema=False)
     def console_page() -> HTMLResponse:
         return HTMLResponse(page)
 
     @app.get("/console/overlay", response_model=ConsoleOverlay, summary="The overlay (console)",
-             operation_id="console_overlay", responses=errors)
-    def console_overlay(x_onyx_admin_token: AdminTokenHeader = None, bearer: AdminBearer = None) -> ConsoleOverlay:
+             operation_id="console_overlay", responses=errors,
+             dependencies=[operator])
+    def console_overlay() -> ConsoleOverlay:
         """Brokers, links, the sources with their broadcast trees, and how many profiles each broker hosts."""
-        guard(x_onyx_admin_token, bearer)
         return overlay_view(overlay, store)
 
     @app.get("/console/figures", response_model=FiguresView, summary="The brokers' live figures (console)",
-             operation_id="console_figures", responses=error_responses(_OPERATOR))
-    def console_figures(x_onyx_admin_token: AdminTokenHeader = None, bearer: AdminBearer = None) -> dict:
+             operation_id="console_figures", responses=error_responses(OPERATOR), dependencies=[operator])
+    def console_figures() -> dict:
         """Per broker the figures `onyx status` shows, at most ONYX_CONSOLE_EVERY seconds old."""
-        guard(x_onyx_admin_token, bearer)
         return figures.snapshot()
 
     @app.get("/console/events", summary="The brokers' live figures as Server-Sent Events (console)",
@@ -198,10 +166,8 @@ def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, 
                                   "properties": {"event": {"const": "figures"},
                                                  "data": {"type": "string", "contentMediaType": "application/json"},
                                                  "retry": {"type": "integer"}}}}}},
-                        **error_responses(_OPERATOR)})
-    async def console_events(request: Request, x_onyx_admin_token: AdminTokenHeader = None,
-                             bearer: AdminBearer = None) -> StreamingResponse:
-        guard(x_onyx_admin_token, bearer)
+                        **error_responses(OPERATOR)}, dependencies=[operator])
+    async def console_events(request: Request) -> StreamingResponse:
 
         async def stream():
             yield f"retry: {int(figures.every * 1000)}\n\n"
@@ -214,21 +180,18 @@ def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, 
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.get("/console/dead-letters", response_model=list[DeadLetter], summary="Recent dead letters (console)",
-             operation_id="console_dead_letters", responses=error_responses(_OPERATOR))
-    def console_dead_letters(x_onyx_admin_token: AdminTokenHeader = None,
-                             bearer: AdminBearer = None) -> list[DeadLetter]:
+             operation_id="console_dead_letters", responses=error_responses(OPERATOR), dependencies=[operator])
+    def console_dead_letters() -> list[DeadLetter]:
         """The last ONYX_CONSOLE_DEAD_LETTERS records of onyx.dead-letter, newest first, with their reasons."""
-        guard(x_onyx_admin_token, bearer)
         return dead_letter_view(bootstrap_servers)
 
     @app.get("/console/profiles", response_model=ConsoleProfiles, summary="Search the profiles (console)",
              operation_id="console_profiles",
-             responses=error_responses({**_OPERATOR, 422: "q is longer than 200 characters",
-                                        503: "the database cannot be reached"}))
+             responses=error_responses({**OPERATOR, 422: "q is longer than 200 characters",
+                                        503: "the database cannot be reached"}), dependencies=[operator])
     def console_profiles(q: str = Query("", max_length=200, description="words every listed profile's id, text, "
-                                        "host broker, delivery topic or subscriber contains (case-insensitive)"),
-                         x_onyx_admin_token: AdminTokenHeader = None, bearer: AdminBearer = None) -> ConsoleProfiles:
-        guard(x_onyx_admin_token, bearer)
+                                        "host broker, delivery topic or subscriber contains (case-insensitive)")
+                         ) -> ConsoleProfiles:
         words = q.lower().split()
         hooked = webhook_profiles()
         found = [p for p in store.list_profiles()

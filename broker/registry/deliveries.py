@@ -21,13 +21,13 @@ import json
 import threading
 import time
 
-from fastapi import FastAPI, Header, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from broker import config
-from broker.registry.app import PROFILE_TOKEN_HEADER, ProfileBearer, ProfileTokenHeader, check_token, \
-    error_responses, profile_token
+from broker.registry import access
+from broker.registry.app import error_responses
 from broker.registry.kafka_reads import EVENT_ID, KafkaRecord, Position, follow
 from broker.registry.store import Store
 
@@ -91,13 +91,13 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                    keepalive: float = config.SSE_KEEPALIVE_S) -> None:
     """Add ``GET /profiles/{id}/deliveries`` to the service (and the links to it)."""
     link_from_registration(app)
+    rights = access.of(app)
 
     @app.get("/profiles/{profile_id}/deliveries", summary="A profile's deliveries as Server-Sent Events",
              operation_id="profile_deliveries", response_class=StreamingResponse,
              responses={**_STREAM, **error_responses({
-                 401: f"no token (send the profile's token as {PROFILE_TOKEN_HEADER} or Authorization: Bearer), "
-                      "or one no profile has",
-                 403: "another profile's token", 404: "no such profile",
+                 401: "no token (the profile's, or its subscriber's), or one no one has",
+                 403: "a token of another kind", 404: "no such profile of yours",
                  422: "Last-Event-ID is not an event id this stream sends (an offset, or partition:offset pairs)",
                  503: "the service runs without Kafka"})})
     async def deliveries(request: Request, profile_id: str,
@@ -106,11 +106,10 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                                                      "goes on right after it (empty: none)"),
                          from_start: bool = Query(False, description="without Last-Event-ID: start at the delivery "
                                                   "topic's first record instead of its end"),
-                         x_onyx_token: ProfileTokenHeader = None, bearer: ProfileBearer = None) -> StreamingResponse:
-        record = await asyncio.to_thread(store.profile, profile_id)
-        token = profile_token(x_onyx_token, bearer)
-        await asyncio.to_thread(check_token, store, profile_id, token, record)
-        assert record is not None
+                         who: access.Caller = Depends(rights.allow("owner", "subscriber",
+                                                                   sees="its own profile's deliveries"))
+                         ) -> StreamingResponse:
+        record = await asyncio.to_thread(rights.profile, who, profile_id, False)
         start = Position.parse(last_event_id) if last_event_id else (Position() if from_start else None)
         if bootstrap_servers is None:
             raise HTTPException(503, "the service runs without Kafka: no deliveries to stream")

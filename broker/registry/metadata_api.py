@@ -9,13 +9,16 @@ sources and profiles and adds the users' side of MDV's publish & subscribe over 
   the Onyx schema refuses is a 422 with the ``column`` of the problem.
 * ``DELETE /metadata/subscriptions/{id}``: ends one (the subscriber's token).
 
+What a subscription's topic gets is the subscriber's view (:func:`tenant_view`): its own
+profiles' documents and the sources it may read, never another tenant's.
+
 A profile's document mirrors what the profile log says of it (:class:`ProfileFeed`).
 """
 
 import json
-from typing import Annotated, Any, Callable
+from typing import Annotated, Callable
 
-from fastapi import FastAPI, HTTPException, Response
+from fastapi import Depends, FastAPI, HTTPException, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, WithJsonSchema, field_validator
 
@@ -24,6 +27,7 @@ from broker.metadata.documents import Document, profile_document, source_documen
 from broker.metadata.onyx_schema import profile_doc
 from broker.metadata.provider import MetadataProvider
 from broker.packets import send_all
+from broker.registry import access
 from broker.registry.control_packets import Sender, source_dictionary
 from broker.registry.store import SourceRecord, Store
 from broker.registry.subscribers import TOPIC_JSON_SCHEMA, Subscribers, legal_topic
@@ -41,6 +45,34 @@ def stored_documents(store: Store) -> list[Document]:
     """The documents of every source and profile the database holds."""
     return ([source_doc(s) for s in store.list_sources()]
             + [profile_document(p.id, p.version, p.host_broker) for p in store.list_profiles()])
+
+
+def tenant_view(store: Store) -> Callable[[str, str], bool]:
+    """Whether subscriber ``s`` may see the metadata resource ``uri``: a profile's if it is
+    its own, a source's (its schema and dictionary too) if it may read the source, the
+    overlay's (brokers, links, trees) always.
+
+    >>> from broker.registry.store import ProfileRecord
+    >>> store = Store("sqlite://")
+    >>> with store.transaction() as tx:
+    ...     tx.add_profile(ProfileRecord("p1", "/a", "b1", "t", 1, "s1"), "token")
+    >>> see = tenant_view(store)
+    >>> see("s1", "urn:onyx:profiles:p1#profile"), see("s2", "urn:onyx:profiles:p1#profile")
+    (True, False)
+    >>> see("s2", "urn:onyx:sources:news#source"), see("s2", "urn:onyx:brokers:b1#broker")
+    (False, True)
+    """
+    def visible(subscriber_id: str, uri: str) -> bool:
+        kind, _, rest = uri.removeprefix("urn:onyx:").partition(":")
+        ident = rest.split("#", 1)[0]
+        if kind == "profiles":
+            record = store.profile(ident)
+            return record is not None and record.subscriber_id == subscriber_id
+        if kind == "sources":
+            return ident in store.readable_sources(subscriber_id)
+        return True
+
+    return visible
 
 
 class ProfileFeed:
@@ -97,28 +129,31 @@ class MetadataSubscriptionOut(BaseModel):
 
 
 def add_metadata(app: FastAPI, store: Store, provider: MetadataProvider, subscribers: Subscribers,
-                 token: Any, errors: Callable) -> None:
-    """Add the metadata subscription operations (module docstring) to ``app``; ``token`` is
-    the service's subscriber-token parameter type, ``errors`` its error-answer documenter.
-    (No ``from __future__ import annotations`` here: FastAPI reads the parameter types of the
-    operations, which name ``token``, a local.)"""
-    Token = token
+                 errors: Callable) -> None:
+    """Add the metadata subscription operations (module docstring) to ``app``; ``errors`` is
+    the service's error-answer documenter."""
+    rights = access.of(app)
+    provider.restrict(tenant_view(store))
 
     @app.post("/metadata/subscriptions", response_model=MetadataSubscriptionOut, response_model_exclude_none=True,
               status_code=201, summary="Subscribe to metadata changes by an MDV rule",
               operation_id="subscribe_metadata",
-              openapi_extra={"security": [{}]},  # with the SubscriberToken requirement: the token is optional
               responses=errors({400: "the body is not JSON", 401: "unknown subscriber token",
+                                403: "a token of another kind",
                                 409: "the topic belongs to another subscriber",
                                 413: "the body is too large",
-                                422: "a rule the language or the schema refuses (with the column), or a topic of "
-                                     "the overlay", 503: "Kafka or the database failed: nothing was changed"}))
-    def subscribe(body: MetadataSubscriptionIn, subscriber_token: Token = None
+                                422: "a rule the language or the schema refuses (with the column), or a topic "
+                                     "outside your namespace", 503: "Kafka or the database failed: nothing was "
+                                                                     "changed"}))
+    def subscribe(body: MetadataSubscriptionIn, who: access.Caller = Depends(rights.allow(
+            "anonymous", "subscriber", sees="its new subscription (anonymous: of a new subscriber); what it "
+                                            "delivers is its own profiles and the sources it may read"))
                   ) -> MetadataSubscriptionOut | JSONResponse:
         """What the rule registers goes to the topic now, every change of it later (JSON:
         ``subscription_id``, ``upserts`` {uri: {class, properties}}, ``deleted``, ``matched``,
-        ``unmatched``)."""
-        owner = subscribers.authenticate(subscriber_token).id if subscriber_token else None
+        ``unmatched``), as far as the subscriber may see it: its own profiles, the sources
+        it may read, the overlay's brokers and trees."""
+        owner = who.subscriber
         subscriber_id = owner or subscribers.new_id()
         subscribers.check_topic(subscriber_id, body.topic)
         try:
@@ -135,16 +170,12 @@ def add_metadata(app: FastAPI, store: Store, provider: MetadataProvider, subscri
 
     @app.delete("/metadata/subscriptions/{subscription_id}", status_code=204, response_class=Response,
                 summary="End a metadata subscription", operation_id="unsubscribe_metadata",
-                responses=errors({401: "no or unknown subscriber token", 403: "not this subscriber's subscription",
-                                  404: "no such subscription", 503: "Kafka failed: nothing was changed"}))
-    def unsubscribe(subscription_id: str, subscriber_token: Token = None) -> Response:
-        if not subscriber_token:
-            raise HTTPException(401, "send the subscriber's token in X-Onyx-Subscriber-Token")
-        who = subscribers.authenticate(subscriber_token).id
+                responses=errors({401: "no or unknown subscriber token", 403: "a token of another kind",
+                                  404: "no such subscription of yours", 503: "Kafka failed: nothing was changed"}))
+    def unsubscribe(subscription_id: str, who: access.Caller = Depends(rights.allow(
+            "subscriber", sees="its own subscriptions"))) -> Response:
         sub = provider.users.get(subscription_id)
-        if sub is None:
-            raise HTTPException(404, f"no metadata subscription {subscription_id!r}")
-        if sub.subscriber_id != who:
-            raise HTTPException(403, "that subscription is another subscriber's")
+        if sub is None or sub.subscriber_id != who.subscriber:
+            raise HTTPException(404, f"no metadata subscription {subscription_id!r} of yours")
         provider.unsubscribe(subscription_id)
         return Response(status_code=204)

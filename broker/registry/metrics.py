@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from broker.registry.app import AdminTokenHeader, error_responses
-from broker.registry.console import AdminBearer, operator_guard
+from broker.registry import access
+from broker.registry.app import error_responses
+from broker.registry.console import OPERATOR
 from broker.registry.figures import Figures
 
 # (figure, metric name, help) of the brokers' counters
@@ -102,18 +103,16 @@ def exposition(collector: FiguresCollector) -> str:
     return generate_latest(registry).decode()
 
 
-def add_metrics(app: FastAPI, figures: Figures, hosted: Callable[[], dict[str, int]], admin_token: str | None,
+def add_metrics(app: FastAPI, figures: Figures, hosted: Callable[[], dict[str, int]],
                 webhooks: Callable[[], dict[str, int]] = dict) -> None:
-    """Add ``GET /metrics`` to the service."""
-    guard = operator_guard(admin_token)
+    """Add ``GET /metrics`` to the service (an operator's: Prometheus scrapes it with the operator token)."""
     collector = FiguresCollector(figures, hosted, webhooks)
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="The brokers' figures for Prometheus",
              operation_id="metrics",
              responses={200: {"description": "Prometheus' text exposition format (version 0.0.4)",
                               "content": {"text/plain": {"schema": {"type": "string"}}}},
-                        **error_responses({401: "the service has an operator token and the request did not send it "
-                                                "(X-Onyx-Admin-Token or Authorization: Bearer)"})})
-    def metrics(x_onyx_admin_token: AdminTokenHeader = None, bearer: AdminBearer = None) -> PlainTextResponse:
-        guard(x_onyx_admin_token, bearer)
+                        **error_responses(OPERATOR)},
+             dependencies=[Depends(access.of(app).allow("operator", sees="every broker's figures"))])
+    def metrics() -> PlainTextResponse:
         return PlainTextResponse(exposition(collector), media_type=CONTENT_TYPE_LATEST)

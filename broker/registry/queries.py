@@ -28,21 +28,23 @@ a later ``to`` is cut there, and the summary says so. Capacity and lifetimes:
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
 from archive.snapshot import snapshot
 from broker import config
+from broker.registry import access
 from broker.registry.app import MAX_PROFILE_CHARS, Error, JsonInt, error_responses, whole_number
+from broker.registry.console import OPERATOR
+from broker.registry.detached import detached
 from broker.registry.store import Store
-from broker.registry.time_travel import MAX_TIME, NDJSON, NO_ARCHIVE, json_line
+from broker.registry.time_travel import MAX_LISTED, MAX_TIME, NDJSON, NO_ARCHIVE, json_line
 from cache import CacheError, Condition, QueryResult, RegionInfo, SemanticCache, Window, split_query
 from cache.archive_source import ArchiveSource
 from routing.overlay import Overlay
@@ -67,7 +69,10 @@ class QueryIn(BaseModel):
                                           f"{config.QUERY_WINDOW_MS:,} ms before its end)")
     end: JsonInt | None = Field(None, alias="to", ge=0, le=MAX_TIME,
                             description="the window's last millisecond (inclusive; default, and at most: the "
-                                        "archive's settled time, the last one no message can still be archived at)")
+                                        "archive's settled time, the last one no message can still be archived at). "
+                                        f"A window is at most {config.REPLAY_MAX_WINDOW_MS:,} ms wide (422)")
+    limit: int = Field(1000, ge=1, le=MAX_LISTED, description="at most this many messages in the answer (the rest: "
+                       "done.truncated)")
 
     @field_validator("start", "end", mode="before")
     @classmethod
@@ -166,44 +171,37 @@ def _item(message_id: str, xml: bytes, cached: bool) -> bytes:
 
 
 def _summary(result: QueryResult | None, window: tuple[int, int] | None, settled: int | None,
-             end: int | None) -> dict[str, Any]:
+             end: int | None, truncated: bool = False) -> dict[str, Any]:
     return {"done": {
         "items": len(result.items) if result else 0, "from_cache": result.from_cache if result else 0,
         "from_source": result.from_source if result else 0, "remainder": result.remainder if result else None,
         "match_types": result.match_types if result else [], "regions_used": result.regions_used if result else [],
         "window": None if window is None else {"from": window[0], "to": window[1]}, "settled": settled,
-        "cut": end is not None and settled is not None and end > settled}}
+        "cut": end is not None and settled is not None and end > settled, "truncated": truncated}}
 
 
 def answer(cache: SemanticCache, rows: ArchiveSnapshots, concept: str, condition: Condition,
            window: tuple[int, int]) -> Iterator[tuple[str, Any]]:
-    """Run the query in a thread of its own and yield what it produces as it comes:
-    ``("cached", items)``, ``("row", (id, xml, time))`` per row the archive answers the
-    remainder with, then ``("done", result)`` or ``("error", exc)``."""
-    events: queue.Queue = queue.Queue()
+    """Run the query apart from its client (:func:`broker.registry.detached.detached`) and
+    yield what it produces as it comes: ``("cached", items)``, ``("row", (id, xml, time))``
+    per row the archive answers the remainder with, then ``("done", result)`` or
+    ``("error", exc)``."""
 
-    def run() -> None:
-        rows.listen(lambda row: events.put(("row", row)))
+    def produce(emit) -> QueryResult:
+        rows.listen(lambda row: emit(("row", row)))
         try:
-            events.put(("done", cache.query(concept, condition, window,
-                                            on_cached=lambda items: events.put(("cached", items)))))
-        except Exception as exc:  # noqa: BLE001 - handed to the answer's last line
-            events.put(("error", exc))
+            return cache.query(concept, condition, window, on_cached=lambda items: emit(("cached", items)))
         finally:
             rows.listen(None)
 
-    threading.Thread(target=run, name="onyx-query", daemon=True).start()
-    while True:
-        event = events.get()
-        yield event
-        if event[0] in ("done", "error"):
-            return
+    return detached(produce, name="onyx-query")
 
 
 def add_queries(app: FastAPI, store: Store, overlay: Overlay, archive_dir: Path | None) -> None:
     """Add ``POST /queries`` and ``GET /cache`` (see the module docstring) to the
     registration service's ``app``; without ``archive_dir`` the first answers 503."""
     caches = QueryCaches(archive_dir) if archive_dir is not None else None
+    rights = access.of(app)
 
     @app.post("/queries", summary="Ad-hoc query over a source's recent messages, through the semantic cache",
               operation_id="query", response_class=StreamingResponse, response_model=None,
@@ -213,21 +211,30 @@ def add_queries(app: FastAPI, store: Store, overlay: Overlay, archive_dir: Path 
                                               "from_source, remainder (the predicate the archive was asked, null: "
                                               "none), match_types and regions_used (per cached region used), window "
                                               "{from, to} (null: nothing archived yet), settled, cut (to was after "
-                                              "settled)}} (or {\"error\": {detail}} if the archive failed)",
+                                              "settled), truncated (more than limit items: the first ones only)}} "
+                                              "(or {\"error\": {detail}} if the archive failed)",
                                "content": {NDJSON: {"schema": {"type": "string"}}}},
                          **error_responses({400: "the body is not JSON, or a query the cache cannot reason about "
-                                                 "(with the column)", 404: "no such source",
-                                            413: "the body is too large", 422: "a bad or missing field",
+                                                 "(with the column)", 401: "no or an unknown token",
+                                            403: "a token of another kind", 404: "no such source you may read",
+                                            413: "the body is too large",
+                                            422: "a bad or missing field, or a window wider than "
+                                                 f"{config.REPLAY_MAX_WINDOW_MS:,} ms",
                                             503: NO_ARCHIVE})})
-    def query(body: QueryIn) -> StreamingResponse | JSONResponse:
+    def query(body: QueryIn, who: access.Caller = Depends(rights.allow(
+            "subscriber", "owner", "publisher", "operator",
+            sees="the messages of a source whose archive it may read (public, granted, its own); an operator: any"))
+              ) -> StreamingResponse | JSONResponse:
         """The messages of ``source`` archived in ``[from, to]`` (archive time, inclusive)
         with a ``concept`` element satisfying the predicate: the part earlier queries
         fetched from the cache, the rest (the remainder) from the archive, kept as new
         regions for later queries. Streamed as JSON lines while it runs."""
         if caches is None:
             raise HTTPException(503, NO_ARCHIVE)
-        if store.source(body.source) is None and body.source not in overlay.sources:
-            raise HTTPException(404, f"no source {body.source!r}")
+        if (store.source(body.source) is None and body.source not in overlay.sources) \
+                or not rights.may_read(who, body.source):
+            raise HTTPException(404, f"no source {body.source!r} you may read (its publisher or an operator grants "
+                                     "it: PUT /sources/{source_id}/grants/{subscriber_id})")
         try:
             concept, condition = split_query(body.query)
         except CacheError as exc:
@@ -236,32 +243,41 @@ def add_queries(app: FastAPI, store: Store, overlay: Overlay, archive_dir: Path 
         cache, rows = caches.of(body.source)
         settled = rows.settled()
         window = None if settled is None else resolve_window(body.start, body.end, settled)
+        if window is not None and window[1] - window[0] > config.REPLAY_MAX_WINDOW_MS:
+            raise HTTPException(422, f"the window [{window[0]}, {window[1]}] is wider than "
+                                     f"{config.REPLAY_MAX_WINDOW_MS:,} ms: ask for it in pieces")
 
         def lines() -> Iterator[bytes]:
             if window is None or window[0] > window[1]:
                 yield json_line(_summary(None, window, settled, body.end))
                 return
             sent: set[str] = set()
+
+            def item(message_id: str, xml: bytes, cached: bool) -> Iterator[bytes]:
+                if len(sent) < body.limit:
+                    sent.add(message_id)
+                    yield _item(message_id, xml, cached)
+
             for kind, x in answer(cache, rows, concept, condition, window):
                 if kind == "cached":
                     for message_id, xml in x.items():
-                        sent.add(message_id)
-                        yield _item(message_id, xml, True)
+                        yield from item(message_id, xml, True)
                 elif kind == "row" and x[0] not in sent:
-                    sent.add(x[0])
-                    yield _item(x[0], x[1], False)
+                    yield from item(x[0], x[1], False)
                 elif kind == "done":
                     # The cache's answer is the reference; the rows brought all of it.
-                    for message_id in x.items.keys() - sent:
-                        yield _item(message_id, x.items[message_id], False)
-                    yield json_line(_summary(x, window, settled, body.end))
+                    for message_id in sorted(x.items.keys() - sent):
+                        yield from item(message_id, x.items[message_id], False)
+                    yield json_line(_summary(x, window, settled, body.end, truncated=len(x.items) > len(sent)))
                 elif kind == "error":
                     yield json_line({"error": {"detail": f"the archive failed: {x}"}})
 
         return StreamingResponse(lines(), media_type=NDJSON)
 
     @app.get("/cache", response_model=CacheView, summary="The query service's semantic cache",
-             operation_id="cache")
+             operation_id="cache", responses=error_responses(OPERATOR),
+             dependencies=[Depends(rights.allow("operator", sees="every source's cache: counters and the regions, "
+                                                                 "which hold every user's query predicates"))])
     def cache_view() -> CacheView:
         """Per source asked since the service started: the cache's counters
         (:meth:`cache.SemanticCache.stats`) and its regions (concept, condition, items,

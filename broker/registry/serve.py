@@ -68,10 +68,9 @@ def build_app(settings: ServiceSettings):
     add_deliveries(app, store, settings.bootstrap_servers)
     webhooks = Dispatcher(store, settings.bootstrap_servers, allow_private=settings.webhook_allow_private)
     figures = Figures(settings.figures)
-    add_console(app, store, settings.overlay, figures, settings.admin_token, settings.bootstrap_servers,
-                webhooks.profiles)
+    add_console(app, store, settings.overlay, figures, settings.bootstrap_servers, webhooks.profiles)
     add_metrics(app, figures, lambda: {b: 0 for b in settings.overlay.brokers} | store.profile_counts(),
-                settings.admin_token, lambda: dict(webhooks.counts))
+                lambda: dict(webhooks.counts))
     app.router.on_startup.append(webhooks.start)
     app.router.on_shutdown.extend([webhooks.stop, sender.close, admin.close])
     return app

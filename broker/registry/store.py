@@ -1,9 +1,12 @@
-"""Durable storage of registered sources, subscribers and profiles (SQLite file or PostgreSQL).
+"""Durable storage of registered sources, publishers, subscribers and profiles (SQLite file or PostgreSQL).
 
 One SQLAlchemy Core schema serves both databases. Tokens are stored as SHA-256
-hashes: the registration response is the only place a profile's or a subscriber's
-token appears. A subscriber owns its profiles and its delivery topics
-(``delivery_topics``: the first subscriber to claim a topic owns it).
+hashes: the registration response is the only place a profile's, a subscriber's or a
+publisher's token appears. A subscriber owns its profiles and its delivery topics
+(``delivery_topics``: the first subscriber to claim a topic owns it). A publisher owns
+the sources it registered (``sources.owner``; none: the operator's) and says who may
+read their archive (``source_grants``, or ``sources.public``): the tenant model of
+:mod:`broker.registry.access`.
 
 >>> s = Store("sqlite://")
 >>> with s.transaction() as tx:
@@ -13,6 +16,11 @@ token appears. A subscriber owns its profiles and its delivery topics
 True
 >>> s.source("afp").root_broker, s.subscriber_by_token("secret").id, s.topic_owner("alerts_sf")
 ('b1', 's1', ('alerts.sf', 's1'))
+>>> with s.transaction() as tx:
+...     tx.grant("afp", "s1")
+True
+>>> s.readable_sources("s1"), s.readable_sources("s2"), s.source_access("afp")
+({'afp'}, set(), SourceAccess(owner=None, public=False))
 
 A database written by a version without subscribers is upgraded when a :class:`Store`
 opens it (:func:`_upgrade`): the new tables are created and ``profiles`` gets its
@@ -33,8 +41,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from sqlalchemy import (Column, DateTime, Float, Integer, MetaData, String, Table, Text,
-                        create_engine, delete, event, func, insert, inspect, select, text, update)
+from sqlalchemy import (Boolean, Column, DateTime, Float, Integer, MetaData, String, Table, Text, create_engine,
+                        delete, event, func, insert, inspect, or_, select, text, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
@@ -50,6 +58,25 @@ sources = Table(
     Column("rate", Float),
     Column("size", Integer),
     Column("created", DateTime(timezone=True), nullable=False),
+    # The publisher that registered it (NULL: the operator's, or registered before publishers existed).
+    Column("owner", String(63), index=True),
+    # Whether every subscriber may read its archive (otherwise: the ones in source_grants).
+    Column("public", Boolean, nullable=False, server_default=text("false")),
+)
+
+publishers = Table(
+    "publishers", metadata,
+    Column("id", String(63), primary_key=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created", DateTime(timezone=True), nullable=False),
+)
+
+source_grants = Table(
+    "source_grants", metadata,
+    # Subscriber subscriber_id may read source source_id's archive (replay, queries, backfill).
+    Column("source_id", String(63), primary_key=True),
+    Column("subscriber_id", String(63), primary_key=True, index=True),
+    Column("created", DateTime(timezone=True), nullable=False),
 )
 
 profiles = Table(
@@ -58,7 +85,7 @@ profiles = Table(
     Column("text", Text, nullable=False),
     Column("host_broker", String(63), nullable=False, index=True),
     Column("delivery_topic", String(249), nullable=False),
-    # Indexed: a profile's token names its profile (see Store.profile_of_token).
+    # Indexed: a profile's token names its profile (see Store.profile_by_token).
     Column("token_hash", String(64), nullable=False, index=True),
     Column("version", Integer, nullable=False),
     Column("created", DateTime(timezone=True), nullable=False),
@@ -146,6 +173,19 @@ class SubscriberRecord:
     id: str
 
 
+@dataclass(frozen=True)
+class PublisherRecord:
+    id: str
+
+
+@dataclass(frozen=True)
+class SourceAccess:
+    """Who owns a source (a publisher id; ``None``: the operator) and whether it is public."""
+
+    owner: str | None
+    public: bool
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -171,13 +211,50 @@ class Transaction:
         self.conn = conn
         self.claimed: list[str] = []  # topics newly claimed in this transaction (to create in Kafka)
 
-    def add_source(self, s: SourceRecord) -> None:
+    def add_source(self, s: SourceRecord, owner: str | None = None, public: bool = False) -> None:
         try:
             self.conn.execute(insert(sources).values(
                 id=s.id, name=s.name, root_broker=s.root_broker, schema=s.schema,
-                rate=s.rate, size=s.size, created=_now()))
+                rate=s.rate, size=s.size, created=_now(), owner=owner, public=public))
         except IntegrityError:
             raise DuplicateError(f"a source named {s.name!r} or with id {s.id!r} is already registered") from None
+
+    def add_publisher(self, publisher_id: str, token: str) -> None:
+        try:
+            self.conn.execute(insert(publishers).values(id=publisher_id, token_hash=hash_token(token),
+                                                        created=_now()))
+        except IntegrityError:
+            raise DuplicateError(f"publisher id {publisher_id!r} is already registered") from None
+
+    def set_public(self, source_id: str, public: bool) -> None:
+        self.conn.execute(update(sources).where(sources.c.id == source_id).values(public=public))
+
+    def grant(self, source_id: str, subscriber_id: str) -> bool:
+        """Let ``subscriber_id`` read ``source_id``'s archive; False if it already could."""
+        found = self.conn.execute(select(source_grants.c.source_id).where(
+            source_grants.c.source_id == source_id, source_grants.c.subscriber_id == subscriber_id)).first()
+        if found is not None:
+            return False
+        self.conn.execute(insert(source_grants).values(source_id=source_id, subscriber_id=subscriber_id,
+                                                       created=_now()))
+        return True
+
+    def revoke(self, source_id: str, subscriber_id: str) -> bool:
+        """Undo :meth:`grant`; False if there was no such grant."""
+        done = self.conn.execute(delete(source_grants).where(
+            source_grants.c.source_id == source_id, source_grants.c.subscriber_id == subscriber_id))
+        return done.rowcount > 0
+
+    def topic_in_use(self, topic: str, subscriber_id: str) -> bool:
+        """Whether a profile of ``subscriber_id`` delivers to ``topic`` (in this transaction)."""
+        return self.conn.execute(select(profiles.c.id).where(profiles.c.delivery_topic == topic,
+                                                             profiles.c.subscriber_id == subscriber_id)
+                                 ).first() is not None
+
+    def release_topic(self, topic: str, subscriber_id: str) -> None:
+        """Give up ``subscriber_id``'s claim on ``topic`` (no profile delivers there any more)."""
+        self.conn.execute(delete(delivery_topics).where(delivery_topics.c.key == _collision_key(topic),
+                                                        delivery_topics.c.subscriber_id == subscriber_id))
 
     def add_subscriber(self, subscriber_id: str, token: str) -> None:
         try:
@@ -326,17 +403,47 @@ class Store:
             stored = conn.execute(select(profiles.c.token_hash).where(profiles.c.id == profile_id)).scalar()
         return stored is not None and hmac.compare_digest(stored, hash_token(token))
 
-    def profile_of_token(self, token: str) -> str | None:
-        """The id of the profile whose token this is, or ``None`` (no stored profile has
-        it: never issued, or its profile was deleted); looked up by its hash."""
-        with self.engine.connect() as conn:
-            return conn.execute(select(profiles.c.id).where(profiles.c.token_hash == hash_token(token))).scalar()
-
     def subscriber_by_token(self, token: str) -> SubscriberRecord | None:
         """The subscriber whose token this is (tokens are unique; looked up by their hash)."""
         with self.engine.connect() as conn:
             row = conn.execute(select(subscribers.c.id).where(subscribers.c.token_hash == hash_token(token))).first()
         return SubscriberRecord(row.id) if row else None
+
+    def publisher_by_token(self, token: str) -> PublisherRecord | None:
+        """The publisher whose token this is (looked up by its hash)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(publishers.c.id).where(publishers.c.token_hash == hash_token(token))).first()
+        return PublisherRecord(row.id) if row else None
+
+    def profile_by_token(self, token: str) -> ProfileRecord | None:
+        """The profile whose token this is (looked up by its hash), or ``None``."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(profiles).where(profiles.c.token_hash == hash_token(token))).first()
+        return _profile(row) if row else None
+
+    def source_access(self, source_id: str) -> SourceAccess | None:
+        """The source's owner and whether it is public (``None``: no such source)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(sources.c.owner, sources.c.public).where(sources.c.id == source_id)).first()
+        return SourceAccess(row.owner, bool(row.public)) if row else None
+
+    def readable_sources(self, subscriber_id: str) -> set[str]:
+        """The sources whose archive ``subscriber_id`` may read: the public ones and those granted to it."""
+        granted = select(source_grants.c.source_id).where(source_grants.c.subscriber_id == subscriber_id)
+        query = select(sources.c.id).where(or_(sources.c.public.is_(True), sources.c.id.in_(granted)))
+        with self.engine.connect() as conn:
+            return {r.id for r in conn.execute(query)}
+
+    def owned_sources(self, publisher_id: str) -> set[str]:
+        """The sources ``publisher_id`` registered."""
+        with self.engine.connect() as conn:
+            return {r.id for r in conn.execute(select(sources.c.id).where(sources.c.owner == publisher_id))}
+
+    def grants(self, source_id: str) -> list[str]:
+        """The subscribers granted ``source_id``, in id order."""
+        with self.engine.connect() as conn:
+            return [r.subscriber_id for r in conn.execute(select(source_grants.c.subscriber_id).where(
+                source_grants.c.source_id == source_id).order_by(source_grants.c.subscriber_id))]
 
     def subscriber(self, subscriber_id: str) -> SubscriberRecord | None:
         with self.engine.connect() as conn:
@@ -387,10 +494,16 @@ class Store:
 
 
 def _upgrade(conn: Connection) -> None:
-    """Bring a database from before subscribers up to this schema (see the module
-    docstring), and give an older ``profiles`` table its index of token hashes; does
-    nothing to a current one. Runs inside the opening transaction."""
+    """Bring a database from before subscribers or publishers up to this schema (see the
+    module docstring), and give an older ``profiles`` table its index of token hashes;
+    does nothing to a current one. Runs inside the opening transaction. Sources from
+    before publishers have no owner (the operator's) and are not public."""
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_profiles_token_hash ON profiles (token_hash)"))
+    if "owner" not in {c["name"] for c in inspect(conn).get_columns("sources")}:
+        conn.execute(text("ALTER TABLE sources ADD COLUMN owner VARCHAR(63)"))
+        conn.execute(text("ALTER TABLE sources ADD COLUMN public BOOLEAN NOT NULL DEFAULT false"))
+        for index in sources.indexes:
+            index.create(conn)
     if "subscriber_id" in {c["name"] for c in inspect(conn).get_columns("profiles")}:
         return
     conn.execute(text("ALTER TABLE profiles ADD COLUMN subscriber_id VARCHAR(63)"))

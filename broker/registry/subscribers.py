@@ -3,13 +3,17 @@
 A subscriber registers (``POST /subscribers``) or is created with its first profile, and
 gets an id, a token (shown once; stored as a hash) and a delivery topic of its own,
 ``onyx.deliver.<subscriber id>``, created in Kafka before the registration returns, so a
-consumer can subscribe to it right away. Its profiles deliver there unless it names another topic: that topic must
-lie outside the overlay's ``onyx.*`` namespace (:func:`broker.topics.subscriber_topic_reason`)
-and becomes the subscriber's, so nobody else can have deliveries written into it.
+consumer can subscribe to it right away. Its profiles deliver there unless it names another
+topic (:func:`broker.topics.subscriber_topic_reason`): one in its own namespace
+(``onyx.deliver.<subscriber id>.<anything>``), or one under a prefix the operator allows
+(ONYX_DELIVERY_TOPIC_PREFIXES) that no one else claimed and that does not exist in Kafka
+already (a foreign topic). A named topic becomes the subscriber's, so nobody else can have
+deliveries written into it, until no profile of its subscriber delivers there any more
+(:meth:`Subscribers.release`).
 
 >>> from broker.registry.store import Store
 >>> from broker.registry.topic_admin import NoTopicAdmin
->>> subs = Subscribers(Store("sqlite://"), NoTopicAdmin())
+>>> subs = Subscribers(Store("sqlite://"), NoTopicAdmin(), prefixes=["alerts."])
 >>> with subs.store.transaction() as tx:
 ...     alice = subs.register(tx)
 ...     topic = subs.delivery_topic(tx, alice.id, "alerts.sf")
@@ -23,25 +27,40 @@ and becomes the subscriber's, so nobody else can have deliveries written into it
 from __future__ import annotations
 
 import re
-
 import secrets
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
-from broker import topics
-from broker.registry.store import Store, SubscriberRecord, Transaction, hash_token
+from broker import config, topics
+from broker.registry.store import Store, SubscriberRecord, TopicTakenError, Transaction, hash_token
 from broker.registry.topic_admin import TopicAdmin
 
 
-# What JSON Schema can say of a delivery topic; the validator and the subscriber rules
-# (broker.topics.subscriber_topic_reason) say the same and more, with a reason.
+# What JSON Schema can say of a delivery topic (topic_json_schema: with the operator's
+# prefixes); the validator and the subscriber rules (broker.topics.subscriber_topic_reason)
+# say the same and more (whose namespace it is), with a reason.
 TOPIC_JSON_SCHEMA = {
     "type": "string", "pattern": r"^[A-Za-z0-9._-]{1,249}$", "minLength": 1, "maxLength": 249,
-    "not": {"anyOf": [{"enum": [".", ".."]}, {"pattern": "^[Oo][Nn][Yy][Xx]([._-]|$)"}]},
-    "description": "a Kafka topic name (1-249 letters, digits, '.', '_', '-'; not '.' or '..') outside the overlay's "
-                   "onyx.* names (look-alikes with other case, '_' or '-' included); only your own default topic "
-                   "onyx.deliver.<subscriber id> may be named there",
+    "not": {"anyOf": [{"enum": [".", ".."]}, {"pattern": "^__"}]},
+    "description": "a Kafka topic name (1-249 letters, digits, '.', '_', '-'; not '.' or '..'): your own "
+                   "onyx.deliver.<subscriber id>, a topic of your namespace onyx.deliver.<subscriber id>.<name>, "
+                   "or one under a prefix the operator allows; never the overlay's own onyx.* topics nor Kafka's __*",
 }
+
+
+def topic_json_schema(prefixes: Iterable[str]) -> dict:
+    r""":data:`TOPIC_JSON_SCHEMA` with the topics the operator's ``prefixes`` allow: the
+    ``onyx.deliver.`` namespace (whose part, the service checks: 409 for another's) and
+    names under the prefixes; nothing else is a valid delivery topic.
+
+    >>> print(topic_json_schema(["alerts."])["pattern"])
+    ^(onyx\.deliver\.[A-Za-z0-9_-]+(\.[A-Za-z0-9._-]+)?|alerts\.[A-Za-z0-9._-]*)$
+    """
+    names = [r"onyx\.deliver\.[A-Za-z0-9_-]+(\.[A-Za-z0-9._-]+)?", *(re.escape(p) + "[A-Za-z0-9._-]*" for p in prefixes)]
+    under = f"a topic under {', '.join(prefixes)} (the operator's prefixes)" if prefixes else "no other"
+    return {**TOPIC_JSON_SCHEMA, "pattern": f"^({'|'.join(names)})$",
+            "description": "a Kafka topic name: your own onyx.deliver.<subscriber id>, a topic of your namespace "
+                           f"onyx.deliver.<subscriber id>.<name>, or {under}; never Kafka's own __* topics"}
 
 
 
@@ -61,7 +80,7 @@ class UnknownSubscriberError(SubscriberError):
 
 
 class TopicNotAllowedError(SubscriberError):
-    """The delivery topic is the overlay's own, or another subscriber's default topic."""
+    """The delivery topic is the overlay's or Kafka's own, or outside the subscriber's namespace and prefixes."""
 
 
 @dataclass(frozen=True)
@@ -83,10 +102,12 @@ class Subscribers:
     are names a subscriber id must not have (the brokers', whose ``onyx.deliver.<broker>``
     topics profiles from before subscribers deliver to)."""
 
-    def __init__(self, store: Store, admin: TopicAdmin, taken: Iterable[str] = ()) -> None:
+    def __init__(self, store: Store, admin: TopicAdmin, taken: Iterable[str] = (),
+                 prefixes: Iterable[str] = config.DELIVERY_TOPIC_PREFIXES) -> None:
         self.store = store
         self.admin = admin
         self.taken = set(taken)
+        self.prefixes = tuple(prefixes)  # the operator's delivery topic prefixes
         self._known: dict[str, SubscriberRecord] = {}  # token hash -> subscriber (see authenticate)
 
     def new_id(self) -> str:
@@ -129,22 +150,45 @@ class Subscribers:
         self._known[key] = record
         return record
 
-    @staticmethod
-    def check_topic(subscriber_id: str, requested: str | None) -> None:
-        """:class:`TopicNotAllowedError` if the subscriber may not name ``requested``
-        (checked before anything is stored; ownership is checked when claiming)."""
-        if requested is not None:
-            reason = topics.subscriber_topic_reason(requested, default_topic(subscriber_id))
-            if reason is not None:
-                raise TopicNotAllowedError(reason)
+    def check_topic(self, subscriber_id: str, requested: str | None) -> None:
+        """:class:`TopicNotAllowedError` (422) if the subscriber may not name ``requested``,
+        :class:`~broker.registry.store.TopicTakenError` (409) if it is in another
+        subscriber's namespace (checked before anything is stored; claims are checked when
+        claiming)."""
+        if requested is None:
+            return
+        own = default_topic(subscriber_id)
+        reason = topics.subscriber_topic_reason(requested, own, self.prefixes)
+        if reason is not None:
+            raise (TopicTakenError if topics.others_namespace(requested, own) else TopicNotAllowedError)(reason)
 
     def delivery_topic(self, tx: Transaction, subscriber_id: str, requested: str | None) -> str:
         """The topic a profile of ``subscriber_id`` delivers to: its own default topic, or
         ``requested``, which is checked and claimed for the subscriber inside ``tx``
-        (:class:`~broker.registry.store.TopicTakenError` if someone else owns it)."""
+        (:class:`~broker.registry.store.TopicTakenError` if someone else owns it, or if it
+        is outside the subscriber's namespace and exists in Kafka already: a foreign topic)."""
         own = default_topic(subscriber_id)
         if requested is None or requested == own:
             return own
         self.check_topic(subscriber_id, requested)
-        tx.claim_topic(requested, subscriber_id)
+        if tx.claim_topic(requested, subscriber_id) and not topics.in_namespace(requested, own) \
+                and self.admin.exists(requested):
+            raise TopicTakenError(f"delivery topic {requested} exists in Kafka already and was not created for you: "
+                                  "name another topic, or omit delivery.topic to use your own")
         return requested
+
+    def release(self, tx: Transaction, subscriber_id: str | None, names: Iterable[str],
+                in_use: Callable[[str], bool] = lambda topic: False) -> list[str]:
+        """Give up the subscriber's claims on ``names`` that none of its profiles (as ``tx``
+        sees them) delivers to any more and ``in_use`` (say, a metadata subscription) does
+        not hold; never its own default topic. The topics stay in Kafka. Returns the
+        topics released."""
+        if subscriber_id is None:
+            return []
+        own = default_topic(subscriber_id)
+        released = []
+        for topic in sorted(set(names) - {own}):
+            if not tx.topic_in_use(topic, subscriber_id) and not in_use(topic):
+                tx.release_topic(topic, subscriber_id)
+                released.append(topic)
+        return released

@@ -26,9 +26,11 @@ class TopicRefusedError(TopicAdminError):
 
 
 class TopicAdmin(Protocol):
-    """Creates topics; a topic that exists already is fine."""
+    """Creates topics (a topic that exists already is fine) and tells whether one exists."""
 
     def create(self, topic: str) -> None: ...
+
+    def exists(self, topic: str) -> bool: ...
 
 
 class NoTopicAdmin:
@@ -36,6 +38,9 @@ class NoTopicAdmin:
 
     def create(self, topic: str) -> None:
         return None
+
+    def exists(self, topic: str) -> bool:
+        return False
 
 
 class KafkaTopicAdmin:
@@ -68,6 +73,15 @@ class KafkaTopicAdmin:
                                     "delivery.topic to use your own default topic") from None
         except KafkaError as exc:
             raise TopicAdminError(f"could not create Kafka topic {topic}: {exc}") from exc
+
+    def exists(self, topic: str) -> bool:
+        """Whether Kafka has ``topic`` (:class:`TopicAdminError` if it cannot be asked)."""
+        from kafka.errors import KafkaError
+
+        try:
+            return topic in self.admin.list_topics()
+        except KafkaError as exc:
+            raise TopicAdminError(f"could not ask Kafka whether topic {topic} exists: {exc}") from exc
 
     def close(self) -> None:
         self.admin.close()
