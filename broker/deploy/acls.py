@@ -15,6 +15,8 @@ topic names of :mod:`broker.topics`:
   logs and the source topics' end offsets;
 * the **archive writer** reads the source topics and the profile log and is denied writing
   anything;
+* the local overlay's **monitor** (``onyx up``'s watcher) learns the end offsets of the brokers'
+  inbound and the source topics, and reads no record;
 * a **publisher** writes its sources' topics, ``onyx.src.<source>``, and nothing else;
 * a **subscriber** reads its own delivery topic ``onyx.deliver.<id>``, the topics of its own
   namespace ``onyx.deliver.<id>.*`` and the topics listed for it, with consumer groups whose
@@ -227,6 +229,13 @@ def archive_rules(overlay: Overlay) -> list[Rule]:
             _group(SPARK_GROUP_PREFIX, "prefix", "Read", "Describe"),
             # Deny wins over any allow: no topic can ever be written with its credentials.
             _topic("*", "literal", "Write", effect="deny")]
+
+
+def monitor_rules() -> list[Rule]:
+    """The local overlay's watcher (``onyx up``'s lag of every broker, :meth:`LocalOverlay.lag
+    <broker.local.cluster.LocalOverlay.lag>`): it asks for the end offsets of the brokers' inbound
+    and the source topics and reads no record (the chart has no such watcher)."""
+    return [_topic(topics.BROKER_PREFIX, "prefix", "Describe"), _topic(topics.SOURCE_PREFIX, "prefix", "Describe")]
 
 
 def publisher_rules(sources: Iterable[str]) -> list[Rule]:
