@@ -120,10 +120,13 @@ def allowed(rules: Iterable[Rule], resource: str, name: str, operation: str) -> 
     >>> rules = broker_rules(builtin("figure4"), "b1")
     >>> allowed(rules, "topic", "onyx.deliver.s1", "Write"), allowed(rules, "topic", "onyx.src.news", "Write")
     (True, False)
+    >>> allowed([Rule("topic", "t", "literal", ("Write",), "deny")], "topic", "t", "Describe")
+    False
     """
+    rules = list(rules)
     ops = {operation} | ({"Read", "Write", "Create", "Delete", "Alter"} if operation == "Describe" else set())
-    matching = [r for r in rules if any(r.allows(resource, name, op) for op in ops)]
-    return bool(matching) and not any(r.effect == "deny" and r.allows(resource, name, operation) for r in matching)
+    granted = any(r.effect == "allow" and r.allows(resource, name, op) for r in rules for op in ops)
+    return granted and not any(r.effect == "deny" and r.allows(resource, name, operation) for r in rules)
 
 
 def _topic(name: str, pattern: str, *operations: str, effect: str = "allow") -> Rule:
