@@ -38,7 +38,7 @@ def _overlay_settings(args: argparse.Namespace):
                 link_format=getattr(args, "link_format", "stream"),
                 placement=getattr(args, "placement", config.PLACEMENT), fresh=getattr(args, "fresh", False),
                 bootstrap_servers=getattr(args, "bootstrap_servers", None),
-                archive=getattr(args, "archive", config.ARCHIVE))
+                archive=getattr(args, "archive", config.ARCHIVE), secure=getattr(args, "secure", False))
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -46,12 +46,30 @@ def _cmd_up(args: argparse.Namespace) -> int:
     from broker.registry.serve import load_overlay
 
     overlay = load_overlay(args.overlay)  # checked here, so a bad config fails before anything starts
+    if args.secure and args.bootstrap_servers:
+        raise SetupError("--secure runs a Kafka of its own (its super user makes the overlay's users and ACLs): "
+                         "drop --bootstrap-servers, or --secure")
     if args.detach:
+        up.admin_token(_say)  # here, not in the background's log: a new token is shown once, on this terminal
         argv = [a for a in (args.argv or []) if a != "--detach"]
         timeout = args.timeout if args.timeout is not None else (
             config.DIST_START_TIMEOUT_S + 300 if args.distributed else 300.0)
         return up.up_detached(argv, _say, timeout=timeout)
     return up.up(overlay, _overlay_settings(args), _say)
+
+
+def _cmd_kafka_user(args: argparse.Namespace) -> int:
+    from broker.local import kafka_users, up
+
+    info = up.require_cluster()
+    user, rules = kafka_users.add_client_user(info, publisher=args.publisher, sources=args.source,
+                                              subscriber=args.subscriber, claimed=args.topic)
+    _say(f"Kafka user {user.username} on {info['bootstrap_servers']} (password kept in {info['kafka_users_file']}):")
+    for rule in rules:
+        _say(f"  {rule}")
+    _say("a Kafka client logs in with:")
+    _say(kafka_users.client_settings(info["bootstrap_servers"], user))
+    return 0
 
 
 def _cmd_reset(args: argparse.Namespace) -> int:
@@ -267,9 +285,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_kafka(args: argparse.Namespace) -> int:
     from broker.local.devcluster import KafkaDevCluster
 
-    kafka = KafkaDevCluster(name=args.name, port=args.port, controller_port=args.controller_port)
+    kafka = KafkaDevCluster(name=args.name, port=args.port, controller_port=args.controller_port, secure=args.secure)
     kafka.start()
     print(f"Kafka (KRaft) listening on {kafka.bootstrap_servers}; data and log in {kafka.dir}; Ctrl-C stops it", flush=True)
+    if kafka.secure:
+        print(f"SASL {config.KAFKA_SASL_MECHANISM} and ACLs: super user {kafka.super_user.username}, its password in "
+              f"{kafka.secrets_file} (mode 0600)", flush=True)
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
     finally:
@@ -326,7 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Start Kafka, the registration service and every broker of the overlay (one "
                         "Spark application, one streaming query serving every broker) and keep them running until Ctrl-C or "
                         "`onyx down`. Writes .run/cluster.json (bootstrap_servers, api_url, source_topic, ...) "
-                        "for scripts and other Kafka clients. It resumes what the last `onyx up` left: sources, "
+                        "for scripts and other Kafka clients. Closed by default: the operator surfaces (console, "
+                        "metrics, rebalance, brokers) need the operator token, ONYX_ADMIN_TOKEN if set, else one "
+                        f"generated once into {config.ADMIN_TOKEN_FILE} (mode 0600, printed by the run that made "
+                        "it); the onyx commands send it to the local overlay. It resumes what the last `onyx up` left: sources, "
                         "profiles, Kafka's topics and records, the brokers' state and progress (kept in "
                         f"{config.RUN_DIR}/overlay-up and {config.RUN_DIR}/kafka-overlay-up); --fresh or "
                         "`onyx reset` starts from nothing.")
@@ -354,11 +378,45 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--fresh", action="store_true",
                     help="start from nothing: delete the sources, profiles, topics and broker state kept from "
                          "the last run (default: resume them; a Kafka given with --bootstrap-servers is left alone)")
+    up.add_argument("--secure", action="store_true",
+                    help="a Kafka that trusts nobody, as the Helm chart's: SASL/SCRAM on its listeners and Kafka's "
+                         "standard authorizer allowing only what an ACL allows; the registration service, the archive "
+                         "writer, every broker application and the status loop log in as Kafka users of their own "
+                         "with the ACLs the chart's KafkaUsers hold (broker/deploy/acls.py), passwords kept in the run "
+                         "folder's overlay-up/kafka-users.json (mode 0600). Publishers and subscribers need users "
+                         "too: `onyx kafka-user add`")
     up.add_argument("--no-archive", dest="archive", action="store_false", default=config.ARCHIVE,
                     help="do not run the archive writer (default: every source message and profile change is "
                          "archived in the run folder's overlay-up/archive, for `onyx replay` and `onyx archive`; "
                          "ONYX_ARCHIVE=0 turns it off too)")
     up.set_defaults(func=_cmd_up)
+
+    kafka_user = sub.add_parser("kafka-user", help="Kafka users of publishers and subscribers on `onyx up --secure`",
+                                description="Kafka users of the secure local overlay (`onyx up --secure`) for "
+                                "publishers and subscribers, with the ACLs the Helm chart gives them "
+                                "(security.publishers, security.subscribers).")
+    kafka_user_sub = kafka_user.add_subparsers(dest="kafka_user_command", required=True, metavar="SUBCOMMAND")
+    ku_add = kafka_user_sub.add_parser(
+        "add", help="make (or update) a publisher's or a subscriber's Kafka user; print its SASL settings",
+        description="Make, or bring up to date, the Kafka user of a publisher (onyx-pub-NAME: writes onyx.src.<S> "
+        "of each --source, nothing else) or of a subscriber (onyx-sub-ID: reads onyx.deliver.ID, the topics "
+        "onyx.deliver.ID.*, each --topic it claimed, with consumer groups whose names start with ID), then print "
+        "what a Kafka client needs to log in as it. Its password is generated once and kept with the overlay's "
+        "users' (the run folder's overlay-up/kafka-users.json, mode 0600); running it again keeps the password "
+        "and makes the user's ACLs exactly the ones printed.",
+        epilog="examples:\n  onyx kafka-user add --publisher wire --source news\n"
+               "  onyx kafka-user add --subscriber s3f2a9c0d1e4b5a6f --topic alerts.sf",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    who = ku_add.add_mutually_exclusive_group(required=True)
+    who.add_argument("--publisher", metavar="NAME", help="a publisher's user, onyx-pub-NAME")
+    who.add_argument("--subscriber", metavar="ID", help="a subscriber's user, onyx-sub-ID (ID: the subscriber_id "
+                     "the registration returned)")
+    ku_add.add_argument("--source", action="append", default=[], metavar="S",
+                        help="with --publisher: a source it writes (repeatable; default: every source of the "
+                             "overlay config)")
+    ku_add.add_argument("--topic", action="append", default=[], metavar="T",
+                        help="with --subscriber: another delivery topic it claimed and reads (repeatable)")
+    kafka_user.set_defaults(func=_cmd_kafka_user)
 
     reset = sub.add_parser("reset", help="delete what `onyx up` keeps between runs (asks first)",
                            description="Delete the local overlay's data: registered sources and profiles, Kafka's "
@@ -556,6 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)")
     kafka.add_argument("--controller-port", type=int, default=None, help="KRaft controller port (default: a free one)")
     kafka.add_argument("--name", default="cli", help="data folder .run/kafka-NAME (wiped at start)")
+    kafka.add_argument("--secure", action="store_true", help="SASL/SCRAM on its listeners and Kafka's standard "
+                       "authorizer (nothing allowed without an ACL); a super user whose password is generated into "
+                       "the data folder's secrets.json (mode 0600)")
     kafka.set_defaults(func=_cmd_kafka)
 
     serve = sub.add_parser("serve", help="run the HTTP registration service (sources and profiles)",

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from broker import topics
+from broker import config, topics
 
 Say = Callable[[str], None]
 
@@ -35,26 +35,56 @@ RATE_LIMIT_RETRIES = 5
 """How many times :func:`api` sends a request again that the service refused with 429
 (a subscriber over its registration rate), each after the ``Retry-After`` it was given."""
 
+ADMIN_TOKEN_HEADER = "X-Onyx-Admin-Token"
+
+
+def operator_token(url: str) -> str | None:
+    """The operator token to prove to the service at ``url``, if this machine has one:
+    ONYX_ADMIN_TOKEN when set (for any service); else, for the API of the overlay ``onyx up``
+    runs here (:data:`~broker.config.CLUSTER_FILE`), the token it keeps in
+    :data:`~broker.config.ADMIN_TOKEN_FILE`.
+
+    >>> operator_token("http://192.0.2.1:8080/cache") == config.ADMIN_TOKEN
+    True
+    """
+    if config.ADMIN_TOKEN:
+        return config.ADMIN_TOKEN
+    try:
+        local = json.loads(config.CLUSTER_FILE.read_text())["api_url"]
+        token = config.ADMIN_TOKEN_FILE.read_text().strip()
+    except (FileNotFoundError, PermissionError, ValueError, KeyError):
+        return None
+    return token if token and (url == local or url.startswith(local + "/")) else None
+
 
 def api(method: str, url: str, body: dict | None = None, token: str | None = None,
         subscriber_token: str | None = None, timeout: float = 30.0) -> dict | list | None:
     """One JSON request to the registration service, with a profile's ``token`` and/or a
     ``subscriber_token`` if given; :class:`ApiError` with the service's own message for a
     4xx/5xx answer. A 429 is waited out (its ``Retry-After``) and tried again, up to
-    :data:`RATE_LIMIT_RETRIES` times."""
+    :data:`RATE_LIMIT_RETRIES` times. A request with neither token that the service answers
+    401 (an operator's operation) goes again with this machine's :func:`operator_token`, if
+    there is one: the ``onyx`` commands act as the operator of their own overlay, and as
+    nobody else (an anonymous registration stays anonymous: the service admits no operator there)."""
     headers = {"Content-Type": "application/json", **({"X-Onyx-Token": token} if token else {}),
                **({"X-Onyx-Subscriber-Token": subscriber_token} if subscriber_token else {})}
     data = json.dumps(body).encode() if body is not None else None
-    for attempt in range(RATE_LIMIT_RETRIES + 1):
+    attempt = 0
+    while True:
         req = urllib.request.Request(url, data, headers, method=method)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 raw = resp.read()
             break
         except urllib.error.HTTPError as exc:
+            operator = operator_token(url) if exc.code == 401 and not (token or subscriber_token) else None
+            if operator is not None and ADMIN_TOKEN_HEADER not in headers:
+                headers[ADMIN_TOKEN_HEADER] = operator
+                continue
             if exc.code != 429 or attempt == RATE_LIMIT_RETRIES:
                 with answered(method, url, timeout):
                     raise
+            attempt += 1
             time.sleep(min(float(exc.headers.get("Retry-After") or 1), 60.0))
         except (urllib.error.URLError, TimeoutError):
             with answered(method, url, timeout):

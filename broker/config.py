@@ -370,3 +370,35 @@ default is ONYX_WEBHOOK_BURST: what a subscriber may be sent at once; more read 
 wait for its rate limit, while this keeps it fed (the consumer refills every 0.2 s at most, 10
 deliveries at ONYX_WEBHOOK_RATE). Memory: up to this many deliveries per subscriber with a
 webhook."""
+
+# -- security: the local overlay's Kafka users and ACLs (`onyx up --secure`), the operator token --
+
+CLUSTER_FILE = RUN_DIR / "cluster.json"
+"""Where ``onyx up`` says what it runs (under ONYX_RUN_DIR): Kafka's and the API's addresses, the
+source topics, its pid; never a secret. The ``onyx`` commands find the local overlay there, and
+send its API the operator token (:data:`ADMIN_TOKEN_FILE`)."""
+
+ADMIN_TOKEN_FILE = _path("ONYX_ADMIN_TOKEN_FILE", RUN_DIR / "admin-token")
+"""The operator token ``onyx up`` generates when ONYX_ADMIN_TOKEN is unset (ONYX_ADMIN_TOKEN_FILE;
+mode 0600): made once, kept across runs (and ``onyx reset``) so that scripts and open consoles
+keep working, and sent by the ``onyx`` commands to the local overlay's API. Closed by default:
+with no token the operator surfaces refuse everyone."""
+
+SECRET_BYTES = int(os.environ.get("ONYX_SECRET_BYTES", "32"))
+"""Random bytes in each password and token Onyx generates (ONYX_SECRET_BYTES): 32, 256 bits, what
+no guessing reaches; written URL-safe (43 characters), so it needs no quoting in a JAAS line, a
+Kafka tool's argument or an HTTP header."""
+
+KAFKA_SUPER_USER = os.environ.get("ONYX_KAFKA_SUPER_USER", "onyx-admin")
+"""The super user of a secure local Kafka (ONYX_KAFKA_SUPER_USER): its nodes talk to each other as
+it, and ``onyx up --secure`` creates the overlay's users and ACLs with it; its password is generated
+when the Kafka's storage is formatted and kept beside its data (mode 0600)."""
+
+KAFKA_SCRAM_ITERATIONS = int(os.environ.get("ONYX_KAFKA_SCRAM_ITERATIONS", "4096"))
+"""PBKDF2 iterations of the SCRAM credentials ``onyx up --secure`` creates (ONYX_KAFKA_SCRAM_ITERATIONS):
+Kafka's own default and the least it accepts for SCRAM-SHA-512, as the super user's credential from
+``kafka-storage format --add-scram`` has; each login costs the client and Kafka this many hashes."""
+
+KAFKA_ADMIN_TIMEOUT_S = float(os.environ.get("ONYX_KAFKA_ADMIN_TIMEOUT", "30"))
+"""How long a new Kafka user or ACL of a secure local Kafka may take to be in force (ONYX_KAFKA_ADMIN_TIMEOUT,
+seconds): Kafka applies them through its metadata log, a moment after it acknowledged them."""

@@ -45,7 +45,7 @@ from broker.control.state_log import Follower, LogReader, Packet
 from broker.dataplane.executor import INPUT_COLUMNS, OUTPUT_SCHEMA, StatsParam, TaskSpec, task_function
 from broker.dataplane.plan import Limits, PlanSettings
 from broker.dataplane.sink import producer_conf
-from broker.kafka_auth import librdkafka_options, spark_options
+from broker.kafka_auth import Credentials, client_options, librdkafka_options, spark_options
 from routing.budget import Budget
 from routing.overlay import Overlay
 
@@ -71,6 +71,11 @@ class BrokerSettings:
     budget: Budget | None = field(
         default_factory=lambda: Budget.parse(config.BROKER_TABLE_BUDGET) if config.BROKER_TABLE_BUDGET else None)
     projection: bool = config.BROKER_PROJECTION
+    # The Kafka user of these brokers (None: the process's, ONYX_KAFKA_USERNAME's). Every client of
+    # the job is one for all of its brokers (the Kafka source, the executors' producer, the
+    # state-log reader), so it is one user: a broker's own when the job runs one broker (as the
+    # Helm chart and `onyx up --distributed` run them), else one allowed what any of them may do.
+    credentials: Credentials | None = None
 
     def plan_settings(self, broker: str) -> PlanSettings:
         """The guard (the overlay's first broker) dead-letters messages of unknown sources;
@@ -98,8 +103,13 @@ class BrokerJob:
         self.query = None
         self._subscribed_sources = False
 
+    def _auth(self, options) -> dict:
+        """``options`` (a :mod:`broker.kafka_auth` function) of the job's Kafka user."""
+        creds = self.settings.credentials
+        return options(*creds) if creds is not None else options()
+
     def _consumer_conf(self) -> dict:
-        return {"bootstrap.servers": self.settings.bootstrap_servers, **librdkafka_options()}
+        return {"bootstrap.servers": self.settings.bootstrap_servers, **self._auth(librdkafka_options)}
 
     @property
     def wants_sources(self) -> bool:
@@ -117,16 +127,17 @@ class BrokerJob:
         s = self.settings
         # One partition: the log is the order the packets were applied in.
         topics.ensure_topics(s.bootstrap_servers, [topics.state_topic(b) for b in s.brokers],
-                             config={"retention.ms": "-1"})
+                             config={"retention.ms": "-1"}, auth=self._auth(client_options))
         if self.follower is None:
             self.follower = Follower(LogReader(self._consumer_conf()), s.brokers, self._follow).start()
         self._subscribed_sources = self.wants_sources
         spec = TaskSpec(self.key, s.overlay, tuple(s.brokers), {b: s.plan_settings(b) for b in s.brokers},
-                        producer_conf(s.bootstrap_servers, s.linger_ms, s.compression), self._consumer_conf(),
+                        {**producer_conf(s.bootstrap_servers, s.linger_ms, s.compression),
+                         **self._auth(librdkafka_options)}, self._consumer_conf(),
                         self.stats)
         rows = (self.spark.readStream.format("kafka")
                 .option("kafka.bootstrap.servers", s.bootstrap_servers)
-                .options(**spark_options())
+                .options(**self._auth(spark_options))
                 .option("subscribePattern", self._pattern())
                 .option("kafka.metadata.max.age.ms", "2000")  # notice new source topics quickly
                 .option("kafka.fetch.max.wait.ms", str(s.fetch_wait_ms))
@@ -140,7 +151,7 @@ class BrokerJob:
         self.query = (out.writeStream.queryName(f"onyx-brokers-{'-'.join(s.brokers)}"[:200])
                       .format("kafka")
                       .option("kafka.bootstrap.servers", s.bootstrap_servers)
-                      .options(**spark_options())
+                      .options(**self._auth(spark_options))
                       .option("checkpointLocation", str(s.checkpoint_dir / "query"))
                       .option("asyncProgressTrackingEnabled", "true")
                       .option("asyncProgressTrackingCheckpointIntervalMs", "1000")

@@ -182,17 +182,18 @@ def delivery_topic(name: str) -> str:
 
 
 def ensure_topics(bootstrap_servers: str, names: Iterable[str], partitions: int = 1,
-                  config: dict[str, str] | None = None) -> list[str]:
+                  config: dict[str, str] | None = None, auth: dict[str, str] | None = None) -> list[str]:
     """Create the topics that do not exist yet (with topic ``config``, e.g. retention),
     with the cluster's default replication factor (3 on a cluster of three nodes); returns
-    the ones created."""
+    the ones created. ``auth``: kafka-python options of the user to act as
+    (:func:`broker.kafka_auth.client_options`; default: the process's user)."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     from broker.kafka_auth import client_options
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **client_options())
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **(client_options() if auth is None else auth))
     try:
         wanted = set(names) - set(admin.list_topics())
         if wanted:

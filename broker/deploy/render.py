@@ -3,7 +3,8 @@
 The chart (``deploy/helm/onyx``) knows nothing about topic naming: it renders one
 ``KafkaTopic`` per entry of ``overlay.topics``, one ``SparkApplication`` (and Kafka user)
 per entry of ``overlay.brokers``, the overlay ConfigMap from ``overlay.config`` and the
-Kafka users' ACLs from ``overlay.access``. This module
+Kafka users' ACLs from ``overlay.access`` (:func:`broker.deploy.acls.chart_values`: the rules
+a secure local Kafka gets too). This module
 produces that ``overlay`` values block from an overlay config with
 :mod:`broker.deploy.topology` (so names come from :mod:`broker.topics`), then runs
 ``helm template`` with it and any user values files on top.
@@ -26,7 +27,8 @@ from typing import Any, Sequence
 import yaml
 
 from broker import config
-from broker.deploy.topology import access, topology
+from broker.deploy.acls import chart_values
+from broker.deploy.topology import topology
 from routing.overlay import Overlay
 
 CHART_DIR = config.REPO_ROOT / "deploy" / "helm" / "onyx"
@@ -53,7 +55,14 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if ambiguous else None)
 
 
+def _represent_dict(dumper: yaml.SafeDumper, value: dict) -> yaml.MappingNode:
+    """An ACL rule on one line (a broker has a dozen; the values file stays readable)."""
+    flow = set(value) == {"type", "resource", "operations"}
+    return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=flow or None)
+
+
 _HelmSafeDumper.add_representer(str, _represent_str)
+_HelmSafeDumper.add_representer(dict, _represent_dict)
 
 
 def overlay_values(overlay: Overlay) -> dict[str, Any]:
@@ -67,19 +76,9 @@ def overlay_values(overlay: Overlay) -> dict[str, Any]:
                 {"id": b.id, "key": b.key, "reads": list(b.reads), "writes": list(b.writes)} for b in plan.brokers
             ],
             "topics": [{"name": t.name, "kind": t.kind, "key": t.key} for t in plan.topics],
-            "access": _access_values(overlay),
+            "access": chart_values(overlay),
         }
     }
-
-
-def _access_values(overlay: Overlay) -> dict[str, Any]:
-    """The ``overlay.access`` block: the topic resources of the chart's Kafka ACLs."""
-    acl = access(overlay)
-
-    def resources(rs):
-        return [{"name": r.name, "patternType": r.pattern_type} for r in rs]
-    return {"sourcePrefix": acl.source_prefix, "deliveryPrefix": acl.delivery_prefix,
-            "registryWrites": resources(acl.registry_writes), "brokersNeverWrite": resources(acl.brokers_never_write)}
 
 
 def values_yaml(overlay: Overlay) -> str:

@@ -9,10 +9,7 @@ and the topic names come from :mod:`broker.topics`, so the two can never drift:
   broadcast tree) and of its parents (queries and routing updates flow up them), its
   delivery topic and the dead-letter topic.
 
-Kafka enforces who may touch which topic with ACLs; :func:`access` gives the chart the
-resources of those ACLs, from :data:`broker.topics.INTERNAL` and the topic prefixes: what
-the registration service writes, which delivery topics brokers write and subscribers
-read, and which internal topics no broker ever writes (denied to brokers outright).
+Who may touch which of these topics (Kafka's ACLs) is :mod:`broker.deploy.acls`'s.
 
 Kubernetes object names allow neither ``.`` nor ``_`` nor capitals, so every broker and
 topic also gets a ``key``: a DNS-label-safe name part, equal to the id when the id is
@@ -27,8 +24,6 @@ already safe and otherwise the lowercased id with a short hash appended, so that
 ('onyx.broker.b2', 'onyx.broker.b5', 'onyx.broker.b6', 'onyx.state.b4', 'onyx.deliver.b4', 'onyx.dead-letter')
 >>> [(t.kind, t.key) for t in plan.topics][:3]
 [('source', 'src-news'), ('broker', 'broker-b1'), ('broker', 'broker-b2')]
->>> [r.name for r in access(builtin("figure4")).brokers_never_write]
-['onyx.src.', 'onyx.catalog', 'onyx.metadata', 'onyx.profiles']
 """
 
 from __future__ import annotations
@@ -87,34 +82,6 @@ class Topology:
             if plan.id == broker_id:
                 return plan
         raise KeyError(broker_id)
-
-
-@dataclass(frozen=True)
-class AclResource:
-    """A topic or a family of topics as a Kafka ACL names it."""
-
-    name: str
-    pattern_type: str  # "literal" or "prefix"
-
-
-@dataclass(frozen=True)
-class Access:
-    """The topic resources of the overlay's Kafka ACLs (the chart's ``KafkaUser`` s)."""
-
-    source_prefix: str                            # publishers write <prefix><source id>
-    delivery_prefix: str                          # brokers write, the service creates, a subscriber reads its own
-    registry_writes: tuple[AclResource, ...]      # control packets, the compacted catalog, profile and metadata logs
-    brokers_never_write: tuple[AclResource, ...]  # internal topics no broker writes: denied to brokers
-
-
-def access(overlay: Overlay) -> Access:
-    """The ACL resources of ``overlay``: see the module docstring."""
-    written = {t for b in topology(overlay).brokers for t in b.writes}
-    never = tuple(AclResource(e.prefix, "prefix") for e in topics.INTERNAL
-                  if not any(t.startswith(e.prefix) for t in written))
-    registry = (AclResource(topics.BROKER_PREFIX, "prefix"), AclResource(topics.CATALOG, "literal"),
-                AclResource(topics.PROFILES, "literal"), AclResource(topics.METADATA, "literal"))
-    return Access(topics.SOURCE_PREFIX, topics.DELIVER_PREFIX, registry, never)
 
 
 def _neighbours_in_trees(overlay: Overlay, broker: str) -> list[str]:

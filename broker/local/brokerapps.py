@@ -28,6 +28,7 @@ from broker import config, topics
 from broker.errors import SparkClusterError
 from broker.job import COUNTERS
 from broker.jvm import die_with_parent
+from broker.kafka_auth import Credentials, environment
 from broker.local.sparkcluster import SparkStandalone, spark_env, spark_home
 from broker.spark.session import LOG4J2_FILE, connector_jars
 from routing.overlay import Overlay
@@ -38,13 +39,15 @@ class BrokerApps:
     (``overlay.yaml``, ``brokers/<id>/`` checkpoints, ``status/<id>.json``, ``logs/<id>.log``)."""
 
     def __init__(self, cluster: SparkStandalone, overlay: Overlay, bootstrap_servers: str, dir: Path,
-                 link_format: str = "stream", trigger: str = config.BROKER_TRIGGER) -> None:
+                 link_format: str = "stream", trigger: str = config.BROKER_TRIGGER,
+                 credentials: dict[str, Credentials | None] | None = None) -> None:
         self.cluster = cluster
         self.overlay = overlay
         self.bootstrap_servers = bootstrap_servers
         self.dir = dir
         self.link_format = link_format
         self.trigger = trigger
+        self.credentials = credentials or {}  # each broker's Kafka user (missing or None: the process's)
         self.procs: dict[str, subprocess.Popen] = {}
 
     def status_file(self, broker: str) -> Path:
@@ -83,9 +86,13 @@ class BrokerApps:
     def submit(self, broker: str) -> None:
         """Submit ``broker``'s application (again, after a crash: it resumes from its checkpoint)."""
         self.status_file(broker).unlink(missing_ok=True)
+        user = self.credentials.get(broker)
+        # The driver logs in as the broker's user (its environment, as a deployed one's) and hands
+        # the same settings to its executors' clients.
         env = spark_env({"ONYX_SPARK_MASTER": self.cluster.master_url,
                          "ONYX_SPARK_DRIVER_MEMORY": config.DIST_DRIVER_MEMORY,
-                         "ONYX_BROKER_TASKS": str(config.DIST_APP_CORES), "PYTHONUNBUFFERED": "1"})
+                         "ONYX_BROKER_TASKS": str(config.DIST_APP_CORES), "PYTHONUNBUFFERED": "1",
+                         **(environment(user) if user else {})})
         with open(self.log_file(broker), "ab") as log:
             self.procs[broker] = subprocess.Popen(self.command(broker), env=env, stdout=log, stderr=subprocess.STDOUT,
                                                   stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,

@@ -6,6 +6,14 @@ and what the end-to-end tests, the demo and the benchmark use); or, ``distribute
 loopback, with every broker a Spark application of its own submitted to it
 (:mod:`broker.local.brokerapps`), as the Helm chart deploys them.
 
+``secure`` (``onyx up --secure``): its Kafka authenticates every client (SASL/SCRAM) and allows
+only what an ACL allows, and every component logs in as its own user with the rules of
+:mod:`broker.deploy.acls` (what the Helm chart's ``KafkaUser`` s hold): the registration service
+as ``onyx-registry``, the archive writer as ``onyx-archive``, each broker application as its
+broker's user (one application serving every broker: one user allowed what any of them may do),
+the status loop as ``onyx-monitor``. The passwords are kept in the overlay's folder
+(:mod:`broker.local.kafka_users`).
+
 >>> with LocalOverlay(builtin("figure4")) as cluster:        # doctest: +SKIP
 ...     cluster.api_url, cluster.bootstrap_servers
 """
@@ -23,10 +31,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker import config, topics
+from broker import config, kafka_auth, topics
 from broker.dataplane.plan import Limits
+from broker.deploy import acls
 from broker.errors import SetupError
 from broker.job import BrokerJob, BrokerSettings
+from broker.kafka_auth import Credentials
+from broker.local import kafka_users
 from broker.local.brokerapps import BrokerApps
 from broker.local.devcluster import KafkaDevCluster, free_port
 from broker.local.sparkcluster import SparkStandalone
@@ -54,6 +65,9 @@ class OverlaySettings:
     archive: bool = False  # run the archive writer beside the brokers (`onyx up`: config.ARCHIVE)
     kafka_nodes: int = 1  # nodes of the overlay's own Kafka (3: replication factor 3, min.insync.replicas 2)
     applications: bool = False  # every broker a Spark application of its own on a local standalone cluster
+    secure: bool = False  # Kafka with SASL/SCRAM and ACLs, every component its own user (`onyx up --secure`)
+    admin_token: str | None = config.ADMIN_TOKEN  # the registration service's operator token (`onyx up` makes one)
+    delivery_topic_prefixes: tuple[str, ...] = config.DELIVERY_TOPIC_PREFIXES  # topics subscribers may name too
 
     @classmethod
     def distributed(cls, **kwargs) -> "OverlaySettings":
@@ -63,13 +77,27 @@ class OverlaySettings:
 
 
 class LocalOverlay:
-    """Start with :meth:`start` (or ``with``); stop with :meth:`stop`."""
+    """Start with :meth:`start` (or ``with``); stop with :meth:`stop`. ``spark``: a running
+    SparkSession to serve the brokers' query in (default: one of its own); ``kafka``: a running
+    local Kafka to use (default: one of its own, unless ``settings.bootstrap_servers``), which
+    must be secure for a secure overlay (its super user makes the overlay's users)."""
 
-    def __init__(self, overlay: Overlay, settings: OverlaySettings | None = None, spark=None) -> None:
+    def __init__(self, overlay: Overlay, settings: OverlaySettings | None = None, spark=None,
+                 kafka: KafkaDevCluster | None = None) -> None:
         self.overlay = overlay
         self.settings = settings or OverlaySettings()
+        s = self.settings
+        if s.secure and s.bootstrap_servers is not None:
+            raise SetupError("a secure overlay runs a Kafka of its own, whose super user makes the overlay's users "
+                             "and ACLs: drop --bootstrap-servers, or --secure (a Kafka you run is secured by you)")
+        if kafka is not None and kafka.secure != s.secure:
+            raise SetupError(f"the Kafka given is {'' if kafka.secure else 'not '}secure and the overlay is "
+                             f"{'' if s.secure else 'not '}: start it with secure={s.secure}")
         self.dir = config.RUN_DIR / f"overlay-{self.settings.name}"
-        self.kafka: KafkaDevCluster | None = None
+        self.kafka: KafkaDevCluster | None = kafka
+        self._own_kafka = kafka is None
+        self.users: dict[str, Credentials] = {}  # secure: the overlay's Kafka users, by user name
+        self._process_user = False  # whether this overlay made the registry's user the process's
         self.service: BackgroundServer | None = None
         self.spark = spark
         self._own_spark = spark is None
@@ -84,14 +112,19 @@ class LocalOverlay:
         database, the brokers' checkpoints) and, with a Kafka of its own, Kafka's data
         (topics, records, committed offsets; the brokers' state logs among them)."""
         dirs = [self.dir]
-        if self.settings.bootstrap_servers is None:
+        if self.settings.bootstrap_servers is None and self._own_kafka:
             dirs.append(self._kafka().dir)
         return dirs
 
     def _kafka(self) -> KafkaDevCluster:
         """The overlay's own Kafka: one node, or a cluster of several when distributed."""
         return KafkaDevCluster(name=f"overlay-{self.settings.name}", keep=not self.settings.fresh,
-                               nodes=self.settings.kafka_nodes)
+                               nodes=self.settings.kafka_nodes, secure=self.settings.secure)
+
+    @property
+    def users_file(self) -> Path | None:
+        """Where a secure overlay keeps its Kafka users' passwords (0600); ``None``: not secure."""
+        return self.dir / kafka_users.USERS_FILE if self.settings.secure else None
 
     @property
     def archive_dir(self) -> Path | None:
@@ -118,15 +151,22 @@ class LocalOverlay:
         if self.settings.fresh:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
-        if self.settings.bootstrap_servers is None:
-            progress("starting Kafka")
+        if self.kafka is None and self.settings.bootstrap_servers is None:
+            progress("starting Kafka" + (" (SASL/SCRAM, ACLs)" if self.settings.secure else ""))
             self.kafka = self._kafka().start()
-        topics.ensure_topics(self.bootstrap_servers, self.topics())
+        topics.ensure_topics(self.bootstrap_servers, self.topics(),
+                             auth=self.kafka.admin_options() if self.kafka is not None else None)
+        if self.settings.secure:
+            progress("making the overlay's Kafka users and ACLs")
+            self._make_users()
+            # The service's clients name no user: they are the process's (as in its pod).
+            kafka_auth.use_process_user(self.users[kafka_users.REGISTRY])
+            self._process_user = True
         progress("starting the registration service")
         self.service = BackgroundServer(ServiceSettings(
             self.bootstrap_servers, copy.deepcopy(self.overlay), f"sqlite:///{self.dir / 'onyx.db'}",
             "127.0.0.1", self.settings.api_port or free_port(), self.settings.placement,
-            archive_dir=self.archive_dir, figures=self.status)).start()
+            admin_token=self.settings.admin_token, archive_dir=self.archive_dir, figures=self.status)).start()
         if self.settings.applications:
             self._start_applications(progress)
         else:
@@ -135,6 +175,27 @@ class LocalOverlay:
             progress("starting the archive writer")
             self._start_archive_writer()
         return self
+
+    def _make_users(self) -> None:
+        """The overlay's Kafka users with the rules of :mod:`broker.deploy.acls`: the registration
+        service, the archive writer (when it runs), one per broker application, the monitor."""
+        s, ov = self.settings, self.overlay
+        users = kafka_users.KafkaUsers(self.bootstrap_servers, self.kafka.super_user, self.dir)
+        wanted = {kafka_users.REGISTRY: acls.registry_rules(ov, s.delivery_topic_prefixes),
+                  kafka_users.MONITOR: acls.monitor_rules()}
+        if self.archive_dir is not None:
+            wanted[kafka_users.ARCHIVE] = acls.archive_rules(ov)
+        for brokers in self._applications():
+            wanted[kafka_users.broker_user(brokers)] = acls.application_rules(ov, brokers, s.delivery_topic_prefixes)
+        self.users = {name: users.ensure(name, rules) for name, rules in wanted.items()}
+
+    def _applications(self) -> list[list[str]]:
+        """The brokers of each Spark application: one each, or all in one."""
+        return [[b] for b in self.overlay.brokers] if self.settings.applications else [list(self.overlay.brokers)]
+
+    def _user(self, name: str) -> Credentials | None:
+        """A secure overlay's user ``name``; ``None`` when not secure (the process's user)."""
+        return self.users.get(name) if self.settings.secure else None
 
     def _start_applications(self, progress) -> None:
         """A Spark standalone cluster, and every broker submitted to it as an application."""
@@ -148,7 +209,8 @@ class LocalOverlay:
         self.standalone = SparkStandalone("cluster", run_dir=self.dir).start()
         progress(f"submitting brokers {', '.join(self.overlay.brokers)} as one Spark application each")
         self.job = BrokerApps(self.standalone, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir,
-                              self.settings.link_format, self.settings.trigger)
+                              self.settings.link_format, self.settings.trigger,
+                              credentials={b: self._user(kafka_users.broker_user([b])) for b in self.overlay.brokers})
         self.job.start()
         self.job.wait_running()
 
@@ -164,6 +226,7 @@ class LocalOverlay:
             self.overlay.brokers, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir / "brokers",
             self.settings.link_format, self.settings.trigger, self.settings.limits,
             mode=self.settings.mode, tasks=self.settings.tasks, projection=self.settings.projection,
+            credentials=self._user(kafka_users.broker_user(self.overlay.brokers)),
             **({"budget": self.settings.budget} if self.settings.budget is not None else {})))
         self.job.start()
 
@@ -174,7 +237,9 @@ class LocalOverlay:
         not pay for it (in the brokers' application its tasks took the brokers' slots:
         p50 +0.65 s at 20 msg/s in the outside probe)."""
         log = open(self.dir / "archive-writer.log", "ab")  # noqa: SIM115 - the child's, closed with it
-        env = {**os.environ, "ONYX_SPARK_MASTER": "local[1]", "ONYX_SPARK_DRIVER_MEMORY": config.ARCHIVE_DRIVER_MEMORY}
+        archive_user = self._user(kafka_users.ARCHIVE)
+        env = {**os.environ, "ONYX_SPARK_MASTER": "local[1]", "ONYX_SPARK_DRIVER_MEMORY": config.ARCHIVE_DRIVER_MEMORY,
+               **(kafka_auth.environment(archive_user) if archive_user else {})}
         self.archive_writer = subprocess.Popen(
             [sys.executable, "-m", "broker.archive_job", "--bootstrap-servers", self.bootstrap_servers,
              "--directory", str(self.archive_dir), "--checkpoint", str(self.dir / "archive-checkpoint"),
@@ -204,20 +269,20 @@ class LocalOverlay:
 
     def lag(self) -> dict[str, int]:
         """Per broker: records on its inbound (and source) topics not processed yet."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        from broker.kafka_auth import librdkafka_options
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import AdminClient, OffsetSpec
 
         done = self.job.offsets()
         if self._offsets is None:  # one client for every call: this runs several times a second
-            self._offsets = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "onyx-lag",
-                                      "enable.auto.commit": False, **librdkafka_options()})
+            monitor = self._user(kafka_users.MONITOR)
+            auth = kafka_auth.librdkafka_options(*monitor) if monitor else kafka_auth.librdkafka_options()
+            self._offsets = AdminClient({"bootstrap.servers": self.bootstrap_servers, **auth})
         names = sorted({t for mine in done.values() for t in mine})
         meta = self._offsets.list_topics(timeout=10).topics
-        parts = [TopicPartition(t, p, -1) for t in names if t in meta for p in sorted(meta[t].partitions)]
+        parts = {TopicPartition(t, p): OffsetSpec.latest() for t in names if t in meta for p in sorted(meta[t].partitions)}
         per_topic: dict[str, int] = {}
-        for tp in self._offsets.offsets_for_times(parts, timeout=10) if parts else ():
-            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(tp.offset, 0)
+        for tp, future in (self._offsets.list_offsets(parts, request_timeout=10).items() if parts else ()):
+            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(future.result().offset, 0)
         return {b: sum(max(0, per_topic.get(t, 0) - read) for t, read in mine.items()) for b, mine in done.items()}
 
     def wait_idle(self, timeout: float = 120.0, settle: float = 1.0) -> float:
@@ -264,6 +329,10 @@ class LocalOverlay:
             "brokers": self.overlay.brokers,
             "dead_letter_topic": topics.DEAD_LETTER,
             "archive_dir": str(self.archive_dir) if self.archive_dir is not None else None,
+            "kafka_dir": str(self.kafka.dir) if self.kafka is not None else None,
+            # Where the passwords are, never what they are.
+            "secure": self.settings.secure,
+            "kafka_users_file": str(self.users_file) if self.users_file is not None else None,
         }
 
     def write_cluster_json(self, path: Path, **extra) -> None:
@@ -286,9 +355,7 @@ class LocalOverlay:
             if self.job is not None:
                 self.job.close()
                 self.job = None
-            if self._offsets is not None:
-                self._offsets.close()
-                self._offsets = None
+            self._offsets = None
         if self.service is not None:
             self.service.stop()
         if self.spark is not None and self._own_spark:
@@ -296,7 +363,10 @@ class LocalOverlay:
         if self.standalone is not None:
             self.standalone.stop()
             self.standalone = None
-        if self.kafka is not None:
+        if self._process_user:
+            kafka_auth.restore_process_user()
+            self._process_user = False
+        if self.kafka is not None and self._own_kafka:
             self.kafka.stop()
 
     def __enter__(self) -> "LocalOverlay":

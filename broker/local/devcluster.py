@@ -11,6 +11,13 @@ dies, even by SIGKILL, Linux kills the JVM too (``PR_SET_PDEATHSIG``). One node 
 cluster can be killed (:meth:`KafkaDevCluster.kill_node`) and started again on its data
 (:meth:`KafkaDevCluster.start_node`), as a crash and a restart would.
 
+``secure=True`` (``onyx up --secure``) makes it a Kafka that trusts nobody, as the Helm chart's:
+clients authenticate with SASL/SCRAM and Kafka's standard authorizer allows only what an ACL
+allows (``allow.everyone.if.no.acl.found=false``). Its super user (:data:`~broker.config.KAFKA_SUPER_USER`,
+password generated at format time and kept in ``secrets.json`` beside the data, mode 0600) is
+what the nodes talk to each other as and what creates the other users and their ACLs
+(:mod:`broker.local.kafka_users`).
+
 >>> with KafkaDevCluster() as kafka:            # doctest: +SKIP
 ...     print(kafka.bootstrap_servers)
 127.0.0.1:40121
@@ -34,6 +41,14 @@ from pathlib import Path
 from broker import config
 from broker.errors import KafkaStartError, SetupError
 from broker.jvm import die_with_parent, find_java, jar_dir, kill_process, stop_processes
+from broker.kafka_auth import Credentials, client_options
+from broker.local.secret_files import new_secret, read_json, write_json, write_private
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The SASL mechanisms a secure local Kafka can serve (:data:`~broker.config.KAFKA_SASL_MECHANISM`)."""
+
+CONTROLLER_USER = "onyx-controller"
+"""The user the nodes of a secure local Kafka present on their controller listener."""
 
 
 def free_port() -> int:
@@ -119,6 +134,15 @@ class KafkaNode:
         return self.proc is not None and self.proc.poll() is None
 
 
+def super_user_of(kafka_dir: Path) -> Credentials:
+    """The super user of the secure local Kafka whose data is in ``kafka_dir`` (what a command
+    beside a running ``onyx up --secure`` makes users with)."""
+    kept = read_json(kafka_dir / "secrets.json")
+    if not kept:
+        raise SetupError(f"no secure Kafka's passwords in {kafka_dir}: is the overlay running with --secure?")
+    return Credentials(kept["super_user"], kept["password"])
+
+
 class KafkaDevCluster:
     """A KRaft Kafka cluster of ``nodes`` nodes on 127.0.0.1; start with :meth:`start` or a
     ``with`` block.
@@ -141,11 +165,18 @@ class KafkaDevCluster:
         heap: str | None = None,
         keep: bool = False,
         nodes: int = 1,
+        secure: bool = False,
     ) -> None:
         if nodes < 1:
             raise SetupError(f"a Kafka cluster needs at least one node, not {nodes}")
+        if secure and config.KAFKA_SASL_MECHANISM not in SCRAM_MECHANISMS:
+            raise SetupError(f"a secure local Kafka authenticates with {' or '.join(SCRAM_MECHANISMS)}, not "
+                             f"ONYX_KAFKA_SASL_MECHANISM={config.KAFKA_SASL_MECHANISM}: unset it")
         self.name = name
         self.keep = keep
+        self.secure = secure
+        self.super_user: Credentials | None = None  # a secure cluster's, known once it is formatted
+        self._controller_password: str | None = None
         self.dir = (run_dir or config.RUN_DIR) / f"kafka-{name}"
         self.heap = heap or config.KAFKA_HEAP
         self.nodes = [KafkaNode(i, self.dir if nodes == 1 else self.dir / f"node-{i}",
@@ -178,6 +209,54 @@ class KafkaDevCluster:
         """This cluster's replication factor and ``min.insync.replicas``."""
         return replication(len(self.nodes))
 
+    @property
+    def secrets_file(self) -> Path:
+        """Where a secure cluster keeps its super user's and controller listener's passwords (0600)."""
+        return self.dir / "secrets.json"
+
+    def admin_options(self) -> dict[str, str]:
+        """kafka-python options with which a client acts as the super user (none when not secure)."""
+        return client_options(*self.super_user) if self.super_user else client_options(None, None)
+
+    def _listeners(self, node: KafkaNode) -> list[str]:
+        """Listener settings: open ones, or (secure) SASL on both listeners and the standard authorizer."""
+        if not self.secure:
+            return [f"listeners=PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"]
+        mechanism = config.KAFKA_SASL_MECHANISM
+        user, password = self.super_user
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+        plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+        controller = self._controller_password
+        return [
+            f"listeners=CLIENT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            f"advertised.listeners=CLIENT://127.0.0.1:{node.port}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            # Clients, and the nodes among themselves (as the super user), log in with SCRAM.
+            "inter.broker.listener.name=CLIENT",
+            f"sasl.enabled.mechanisms={mechanism}",
+            f"sasl.mechanism.inter.broker.protocol={mechanism}",
+            f'listener.name.client.{mechanism.lower()}.sasl.jaas.config={scram} required '
+            f'username="{user}" password="{password}";',
+            # KRaft cannot check SCRAM on the controller listener: SCRAM credentials live in the
+            # metadata log the controllers serve, so a controller would need them before it has
+            # them. The controller listener uses PLAIN with one static user instead, whose
+            # password is generated like the super user's and written only here (mode 0600);
+            # the same line gives the nodes the credentials they present to the controllers.
+            "sasl.mechanism.controller.protocol=PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+            f'listener.name.controller.plain.sasl.jaas.config={plain} required username="{CONTROLLER_USER}" '
+            f'password="{controller}" user_{CONTROLLER_USER}="{controller}";',
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found=false",
+            # The nodes act as these users towards each other (replication, the controllers' RPCs).
+            f"super.users=User:{user};User:{CONTROLLER_USER}",
+        ]
+
     def _properties(self, node: KafkaNode) -> str:
         rf, isr = self.replication
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
@@ -186,11 +265,7 @@ class KafkaDevCluster:
                 "process.roles=broker,controller",
                 f"node.id={node.node_id}",
                 f"controller.quorum.voters={voters}",
-                f"listeners=PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port}",
-                "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                *self._listeners(node),
                 f"log.dirs={node.dir / 'data'}",
                 "num.partitions=1",
                 "auto.create.topics.enable=true",
@@ -253,16 +328,19 @@ class KafkaDevCluster:
         formatted = self.keep and all((n.dir / "data" / "meta.properties").exists() for n in self.nodes)
         if not formatted:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if self.secure:
+            self._secrets(formatted)
         cluster_id = new_cluster_id()
         jobs = []
         for node in self.nodes:
             node.dir.mkdir(parents=True, exist_ok=True)
             props = node.dir / "server.properties"
-            props.write_text(self._properties(node))
+            self._write_properties(node)
             (node.dir / "log4j2.properties").write_text(_LOG4J2.format(log=node.log_file))
             if not formatted:
                 jobs.append(subprocess.Popen(
-                    self._java(java, node, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)),
+                    self._java(java, node, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+                               *self._bootstrap_users()),
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         for job in jobs:
             out, _ = job.communicate()
@@ -270,9 +348,41 @@ class KafkaDevCluster:
                 raise KafkaStartError(f"formatting Kafka storage failed: {out.strip()[-500:]}")
         self._cluster_id = cluster_id
 
+    def _secrets(self, formatted: bool) -> None:
+        """A secure cluster's passwords: those kept beside data formatted with them, else new ones."""
+        kept = read_json(self.secrets_file)
+        if formatted and not kept:
+            raise KafkaStartError(f"{self.dir} holds Kafka data without the passwords of its super user "
+                                  f"({self.secrets_file} is missing): start from nothing (onyx up --fresh, or "
+                                  "onyx reset), or run it without --secure")
+        if not kept:
+            kept = {"super_user": config.KAFKA_SUPER_USER, "password": new_secret(),
+                    "controller_password": new_secret()}
+            write_json(self.secrets_file, kept)
+        self.super_user = Credentials(kept["super_user"], kept["password"])
+        self._controller_password = kept["controller_password"]
+
+    def _bootstrap_users(self) -> list[str]:
+        """``kafka-storage format`` arguments that write the super user's SCRAM credential into the
+        first metadata records, so that it can log in before any user could create it. (The
+        password is on the tool's command line for the second it runs: readable by this machine's
+        users through /proc for that second; the tool takes it no other way.)"""
+        if not self.secure:
+            return []
+        user, password = self.super_user
+        return ["--add-scram", f"{config.KAFKA_SASL_MECHANISM}=[name={user},password={password}]"]
+
+    def _write_properties(self, node: KafkaNode) -> None:
+        """Write ``node``'s server.properties (owner-only: a secure node's hold its passwords)."""
+        props = node.dir / "server.properties"
+        if self.secure:
+            write_private(props, self._properties(node))
+        else:
+            props.write_text(self._properties(node))
+
     def _launch(self, java: str, node: KafkaNode) -> None:
         props = node.dir / "server.properties"
-        props.write_text(self._properties(node))  # ports picked since the last start
+        self._write_properties(node)  # ports picked since the last start
         with open(node.dir / "stdout.log", "ab") as out:
             node.proc = subprocess.Popen(
                 self._java(java, node, "kafka.Kafka", str(props)),
@@ -300,7 +410,8 @@ class KafkaDevCluster:
             up = {n.node_id for n in self.nodes if n.running}
             try:
                 admin = KafkaAdminClient(bootstrap_servers=",".join(f"127.0.0.1:{n.port}" for n in self.nodes
-                                                                    if n.running), request_timeout_ms=5000)
+                                                                    if n.running), request_timeout_ms=5000,
+                                         **self.admin_options())
                 try:
                     seen = {b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")}
                     listening = {n.node_id for n in self.nodes if n.running and _listening(n.port)}

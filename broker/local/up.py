@@ -9,6 +9,12 @@ source topics, its pid), for scripts and other Kafka clients, and
 size, refreshed every couple of seconds), which ``onyx status`` prints.
 ``up --detach`` runs the same in a background process (log in :data:`LOG_FILE`) and
 returns once everything is ready.
+
+Closed by default: the registration service's operator surfaces need a token. ``up`` takes
+ONYX_ADMIN_TOKEN when it is set, else the one it generated on an earlier run and kept in
+:data:`~broker.config.ADMIN_TOKEN_FILE` (mode 0600), else a new one it keeps there and prints
+once (:func:`admin_token`); the ``onyx`` commands send it to this overlay's API
+(:func:`broker.clients.operator_token`). It is never written into ``cluster.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -28,10 +35,11 @@ from broker import config
 from broker.clients import ApiError, api
 from broker.errors import SetupError
 from broker.local.cluster import LocalOverlay, OverlaySettings
+from broker.local.secret_files import kept_secret
 from broker.query_client import cache_line
 from routing.overlay import Overlay
 
-CLUSTER_FILE = config.RUN_DIR / "cluster.json"
+CLUSTER_FILE = config.CLUSTER_FILE
 STATUS_FILE = config.RUN_DIR / "status.json"
 LOG_FILE = config.RUN_DIR / "onyx-up.log"
 STATUS_EVERY_S = 2.0
@@ -79,6 +87,21 @@ def require_cluster() -> dict:
     return info
 
 
+def admin_token(say: Say) -> str:
+    """The operator token of the overlay ``onyx up`` runs: ONYX_ADMIN_TOKEN, else the one kept in
+    :data:`~broker.config.ADMIN_TOKEN_FILE` (made there now, and printed, the first time)."""
+    if config.ADMIN_TOKEN:
+        say("  operator token: ONYX_ADMIN_TOKEN's")
+        return config.ADMIN_TOKEN
+    token, made = kept_secret(config.ADMIN_TOKEN_FILE)
+    if made:
+        say(f"  operator token (shown once; kept in {config.ADMIN_TOKEN_FILE}, mode 0600; the onyx commands "
+            f"send it): {token}")
+    else:
+        say(f"  operator token: in {config.ADMIN_TOKEN_FILE} (the onyx commands send it)")
+    return token
+
+
 def up(overlay: Overlay, settings: OverlaySettings, say: Say) -> int:
     """Run the overlay in this process until SIGINT/SIGTERM; 0 on a clean stop."""
     other = running_cluster()
@@ -88,7 +111,7 @@ def up(overlay: Overlay, settings: OverlaySettings, say: Say) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    cluster = LocalOverlay(overlay, settings)
+    cluster = LocalOverlay(overlay, replace(settings, admin_token=admin_token(say)))
     try:
         cluster.start(progress=lambda msg: say(f"  {msg} ..."))
         _write_json(STATUS_FILE, {"time": time.time(), **cluster.status()})
@@ -96,9 +119,13 @@ def up(overlay: Overlay, settings: OverlaySettings, say: Say) -> int:
         info = cluster.cluster_info()
         say(f"Onyx overlay {overlay.name!r} is up: {len(overlay.brokers)} brokers "
             f"({', '.join(overlay.brokers)})")
-        say(f"  kafka     {info['bootstrap_servers']}")
+        say(f"  kafka     {info['bootstrap_servers']}"
+            + (f"  (SASL {config.KAFKA_SASL_MECHANISM} and ACLs)" if info["secure"] else ""))
+        if info["secure"]:
+            say(f"  users     the overlay's Kafka users' passwords in {info['kafka_users_file']} (mode 0600); "
+                "`onyx kafka-user add` makes a publisher's or a subscriber's")
         say(f"  api       {info['api_url']}  (OpenAPI at /openapi.json)")
-        say(f"  console   {info['api_url']}/console  (Prometheus metrics at /metrics)")
+        say(f"  console   {info['api_url']}/console  (Prometheus metrics at /metrics; the operator token)")
         if info["archive_dir"]:
             say(f"  archive   {info['archive_dir']}  (time travel: `onyx replay`, `onyx archive`)")
         for source, topic in info["sources"].items():

@@ -7,6 +7,7 @@
 #   options     figure4 with the non-default branches on (PostgreSQL, 2 registry replicas,
 #               ingress, object-store checkpoints, per-broker override, external Kafka,
 #               publishers per source, subscribers' Kafka users, custom delivery topic prefixes,
+#               the operator token from an existing Secret, more host names for the registry,
 #               a ReadWriteMany archive volume with its own trigger, the registry's ServiceMonitor)
 # The ServiceMonitor (monitoring.coreos.com/v1) is the one kind kubeconform is told to skip:
 # no package registry this project fetches from ships the Prometheus Operator's CRD schema
@@ -37,6 +38,8 @@ registry:
   replicas: 2
   database: {url: "postgresql+psycopg://onyx:secret@postgres:5432/onyx"}
   ingress: {enabled: true, className: nginx, host: onyx.example.org, tlsSecret: onyx-tls}
+  adminToken: {existingSecret: onyx-ops-token}
+  allowedHosts: [onyx.lb.example.org]
   serviceMonitor: {enabled: true, interval: 15s, scrapeTimeout: 5s, labels: {release: prometheus}}
 security:
   enabled: true

@@ -13,11 +13,12 @@ MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscriber
            "broker.clients", "broker.registry.limits", "broker.registry.queries", "broker.query_client",
            "broker.registry.figures", "broker.registry.kafka_reads", "broker.registry.metrics",
            "broker.registry.webhooks", "broker.registry.webhook_targets", "broker.registry.webhook_lanes",
-           "broker.registry.deliveries", "broker.registry.console",
+           "broker.registry.deliveries",
            "broker.local.devcluster", "broker.metadata.onyx_schema", "broker.metadata.documents",
            "broker.metadata.packets", "broker.metadata.broker_lmr", "broker.metadata.provider",
            "broker.metadata.client", "broker.registry.access", "broker.registry.app", "broker.registry.time_travel",
-           "broker.registry.detached", "broker.registry.metadata_api"]
+           "broker.registry.detached", "broker.registry.metadata_api", "broker.deploy.acls",
+           "broker.local.secret_files"]
 
 
 @pytest.mark.parametrize("name", MODULES)

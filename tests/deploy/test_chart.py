@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import yaml
 from broker import topics
 from broker.cli import build_parser
 from broker.deploy import render as deploy_render
+from broker.deploy import acls
 from broker.deploy.render import CHART_DIR, overlay_values, render
 from broker.deploy.topology import topology
 from routing.overlay import Overlay, builtin
@@ -221,8 +223,11 @@ def test_the_registrys_service_monitor_is_rendered_only_when_asked_for(helm):
                           helm=helm))
     [monitor] = docs["ServiceMonitor"]
     [service] = [s for s in docs["Service"] if s["metadata"]["name"] == "onyx-registry"]
+    # /metrics needs the operator token: Prometheus sends it from the token's Secret
     assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s",
-                                             "scrapeTimeout": "10s"}]
+                                             "scrapeTimeout": "10s", "authorization": {
+                                                 "type": "Bearer", "credentials": {"name": "onyx-admin-token",
+                                                                                   "key": "token"}}}]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["spec"]["selector"].items()
     assert "http" in [p["name"] for p in service["spec"]["ports"]]
@@ -355,12 +360,15 @@ def test_kafka_users_let_each_party_touch_only_its_topics(helm, overlay, tmp_pat
                                                         topics.PROFILES))
     assert _allowed(registry, "Create", "onyx.deliver.s9") and _allowed(registry, "Create", "alerts.nyc")
     assert not _allowed(registry, "Create", "payments") and not _allowed(registry, "Write", source)
-    # it reads its own logs at start, and the deliveries it pushes (SSE, webhooks); never a source
+    # it reads its own logs at start, the deliveries it pushes (SSE, webhooks) and, for a backfill,
+    # the brokers' state logs; never a source's or a broker's inbound records
     assert all(_allowed(registry, "Read", t) for t in (topics.PROFILES, topics.METADATA, "onyx.deliver.s1",
-                                                       "alerts.sf", topics.DEAD_LETTER))
-    assert not any(_allowed(registry, "Read", t) for t in (source, topics.broker_topic(overlay.brokers[0]),
-                                                           topics.state_topic(overlay.brokers[0])))
-    assert _allowed(registry, "Write", topics.DEAD_LETTER) and not _allowed(registry, "Write", "onyx.deliver.s1")
+                                                       "alerts.sf", topics.DEAD_LETTER,
+                                                       topics.state_topic(overlay.brokers[0])))
+    assert not any(_allowed(registry, "Read", t) for t in (source, topics.broker_topic(overlay.brokers[0])))
+    # a webhook's failed delivery goes to the dead letters; a backfill delivers archived matches
+    assert all(_allowed(registry, "Write", t) for t in (topics.DEAD_LETTER, "onyx.deliver.s1", "alerts.sf"))
+    assert not _allowed(registry, "Write", "payments")
     (deployment,) = docs["Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert _auth_env(container["env"]) == ("onyx-registry", "onyx-registry")
@@ -387,9 +395,9 @@ def test_kafka_users_let_each_party_touch_only_its_topics(helm, overlay, tmp_pat
         assert _auth_env(writer["spec"][role]["env"]) == ("onyx-archive", "onyx-archive")
 
     alice, bob = users["onyx-sub-alice"], users["onyx-sub-bob"]
-    assert _allowed(alice, "Read", "onyx.deliver.s1") and _allowed(alice, "Read", "alerts.sf")
-    assert not any(_allowed(alice, "Read", t) for t in ("onyx.deliver.s2", "onyx.deliver.s10", source,
-                                                        topics.broker_topic(overlay.brokers[0]), "alerts.nyc"))
+    assert all(_allowed(alice, "Read", t) for t in ("onyx.deliver.s1", "onyx.deliver.s1.urgent", "alerts.sf"))
+    assert not any(_allowed(alice, "Read", t) for t in ("onyx.deliver.s2", "onyx.deliver.s10", "onyx.deliver.s10.x",
+                                                        source, topics.broker_topic(overlay.brokers[0]), "alerts.nyc"))
     assert _allowed(bob, "Read", "onyx.deliver.s2") and not _allowed(bob, "Read", "alerts.sf")
     assert not any(_allowed(u, "Write", t) for u in (alice, bob) for t in ("onyx.deliver.s1", source, "alerts.sf"))
 
@@ -410,5 +418,92 @@ def test_without_security_kafka_is_open_and_nobody_authenticates(helm):
     ("security.publishers[0].name=Bad_Name", "name"),
 ])
 def test_values_schema_rejects_bad_security_values(helm, bad, complaint):
+    with pytest.raises(deploy_render.DeployError, match=complaint):
+        render(builtin("figure4"), set_values=[bad], helm=helm)
+
+
+def test_rendered_kafka_users_hold_exactly_the_rules_of_broker_deploy_acls(helm, overlay, tmp_path):
+    """One source: for the same overlay, publishers, subscribers and delivery topic prefixes,
+    the chart's KafkaUsers hold the rules broker/deploy/acls.py gives (what `onyx up --secure`
+    puts into a local Kafka), in the same order."""
+    values = tmp_path / "security.yaml"
+    values.write_text(SECURITY)
+    users = _users(by_kind(render(overlay, values_files=[values], helm=helm)))
+
+    def rules(name):
+        return [acls.Rule.from_strimzi(a) for a in users[name]["spec"]["authorization"]["acls"]]
+    prefixes = ["alerts."]
+    expected = {f"onyx-broker-{b.key}": acls.broker_rules(overlay, b.id, prefixes) for b in topology(overlay).brokers}
+    expected |= {"onyx-registry": acls.registry_rules(overlay, prefixes), "onyx-archive": acls.archive_rules(overlay),
+                 "onyx-pub-wire": acls.publisher_rules(["news"]),
+                 "onyx-pub-all": acls.publisher_rules(sorted(s["id"] for s in overlay.to_dict().get("sources", []))),
+                 "onyx-sub-alice": acls.subscriber_rules("s1", ["alerts.sf"]), "onyx-sub-bob": acls.subscriber_rules("s2")}
+    assert sorted(users) == sorted(expected)
+    for name, want in expected.items():
+        assert rules(name) == want, name
+
+
+def _admin_token_secret(docs) -> dict | None:
+    found = [s for s in docs.get("Secret", []) if s["metadata"]["name"] == "onyx-admin-token"]
+    return found[0] if found else None
+
+
+def test_the_operator_token_is_generated_when_none_is_given_and_reaches_the_registry(helm):
+    """Closed by default: a random token in a Secret of the chart's, mounted as ONYX_ADMIN_TOKEN."""
+    tokens = []
+    for _ in range(2):
+        docs = by_kind(render(builtin("figure4"), helm=helm))
+        secret = _admin_token_secret(docs)
+        tokens.append(base64.b64decode(secret["data"]["token"]).decode())
+        _, container = _registry_pod(docs)
+        env = {e["name"]: e for e in container["env"]}
+        assert env["ONYX_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "onyx-admin-token", "key": "token"}
+    # `helm template` cannot look up the installed Secret (`helm upgrade` keeps it): a new token each time
+    assert all(len(t) >= 32 for t in tokens) and tokens[0] != tokens[1]
+
+    docs = by_kind(render(builtin("figure4"), set_values=["registry.adminToken.value=an-operator-token-0123"],
+                          helm=helm))
+    assert base64.b64decode(_admin_token_secret(docs)["data"]["token"]) == b"an-operator-token-0123"
+
+    docs = by_kind(render(builtin("figure4"), set_values=["registry.adminToken.existingSecret=ops-token"], helm=helm))
+    assert _admin_token_secret(docs) is None
+    _, container = _registry_pod(docs)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["ONYX_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "ops-token", "key": "token"}
+
+
+def test_the_registry_answers_to_its_service_names_its_pod_ip_and_the_hosts_given(helm, tmp_path):
+    values = tmp_path / "hosts.yaml"
+    values.write_text("registry: {allowedHosts: [onyx.lb.example.org], ingress: {enabled: true, host: onyx.example.org}}\n"
+                      "security: {deliveryTopicPrefixes: [alerts., partners.]}\n")
+    docs = by_kind(render(builtin("figure4"), values_files=[values], namespace="prod", helm=helm))
+    _, container = _registry_pod(docs)
+    env = [e["name"] for e in container["env"]]
+    values_of = _env(container["env"])
+    hosts = values_of["ONYX_ALLOWED_HOSTS"].split(",")
+    assert hosts == ["onyx-registry", "onyx-registry.prod", "onyx-registry.prod.svc",
+                     "onyx-registry.prod.svc.cluster.local", "$(POD_IP)", "onyx.example.org", "onyx.lb.example.org"]
+    # $(POD_IP) expands only from a variable defined before it: the downward API's pod IP (kubelet probes)
+    assert env.index("POD_IP") < env.index("ONYX_ALLOWED_HOSTS")
+    (pod_ip,) = [e for e in container["env"] if e["name"] == "POD_IP"]
+    assert pod_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert values_of["ONYX_DELIVERY_TOPIC_PREFIXES"] == "alerts.,partners."
+    (service,) = [s for s in docs["Service"] if s["metadata"]["name"] == "onyx-registry"]
+    assert service["metadata"]["name"] in hosts
+
+
+def test_notes_say_how_to_read_the_operator_token(helm):
+    out = subprocess.run([helm, "install", "onyx", str(CHART_DIR), "--dry-run=client", "-n", "onyx"],
+                         capture_output=True, text=True, check=True).stdout
+    notes = out.split("NOTES:", 1)[1]
+    assert "kubectl get secret -n onyx onyx-admin-token -o jsonpath='{.data.token}' | base64 -d" in notes
+
+
+@pytest.mark.parametrize("bad, complaint", [
+    ("registry.adminToken.value=short", "/registry/adminToken/value"),        # a guessable token is refused
+    ("registry.allowedHosts[0]=http://x", "/registry/allowedHosts/0"),
+    ("registry.adminToken.secret=x", "secret"),
+])
+def test_values_schema_rejects_bad_registry_access_values(helm, bad, complaint):
     with pytest.raises(deploy_render.DeployError, match=complaint):
         render(builtin("figure4"), set_values=[bad], helm=helm)

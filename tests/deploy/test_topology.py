@@ -7,13 +7,14 @@ import doctest
 import pytest
 
 from broker import topics
+from broker.deploy import acls
 from broker.deploy import render as deploy_render
 from broker.deploy import topology as deploy_topology
 from broker.deploy.topology import k8s_key, topology
 from routing.overlay import Overlay
 
 
-@pytest.mark.parametrize("module", [deploy_topology, deploy_render])
+@pytest.mark.parametrize("module", [deploy_topology, deploy_render, acls])
 def test_docstring_examples(module):
     assert doctest.testmod(module).failed == 0
 
@@ -67,15 +68,25 @@ def test_keys_of_awkward_ids_reach_the_topic_names_unchanged():
     assert {t.key for t in plan.topics} >= {f"broker-{k8s_key('Edge_1')}", f"src-{k8s_key('News_EU')}"}
 
 
-def test_acl_resources_come_from_the_one_list_of_internal_topics(overlay):
+def test_what_brokers_never_write_comes_from_the_one_list_of_internal_topics(overlay):
     """What brokers are denied writing is every internal topic family (broker.topics.INTERNAL)
     none of whose topics a broker writes: the sources and the compacted state they rebuild from."""
-    acl = deploy_topology.access(overlay)
-    assert [r.name for r in acl.brokers_never_write] == [topics.SOURCE_PREFIX, topics.CATALOG, topics.METADATA,
-                                                         topics.PROFILES]
-    assert all(r.pattern_type == "prefix" for r in acl.brokers_never_write)
+    never = acls.brokers_never_write(overlay)
+    assert never == [topics.SOURCE_PREFIX, topics.CATALOG, topics.METADATA, topics.PROFILES]
     written = {t for b in topology(overlay).brokers for t in b.writes}
     for entry in topics.INTERNAL:
-        denied = any(r.name == entry.prefix for r in acl.brokers_never_write)
-        assert denied != any(t.startswith(entry.prefix) for t in written), entry
-    assert not any(topics.internal_reason(t) for t in written if t.startswith(acl.delivery_prefix))
+        assert (entry.prefix in never) != any(t.startswith(entry.prefix) for t in written), entry
+    assert not any(topics.internal_reason(t) for t in written if t.startswith(topics.DELIVER_PREFIX))
+    for b in overlay.brokers:
+        denied = [r for r in acls.broker_rules(overlay, b) if r.effect == "deny"]
+        assert [(r.name, r.pattern, r.operations) for r in denied] == [(p, "prefix", ("Write",)) for p in never]
+
+
+def test_every_broker_may_do_what_its_topology_says_and_no_more_on_the_overlays_own_topics(overlay):
+    for plan in topology(overlay).brokers:
+        rules = acls.broker_rules(overlay, plan.id)
+        assert all(acls.allowed(rules, "topic", t, "Read") for t in plan.reads)
+        assert all(acls.allowed(rules, "topic", t, "Write") for t in plan.writes)
+        assert not any(acls.allowed(rules, "topic", t, "Write") for t in
+                       (topics.source_topic("x"), topics.CATALOG, topics.PROFILES, topics.METADATA))
+        assert not acls.allowed(rules, "topic", "onyx.deliver.s1", "Read")
