@@ -299,3 +299,70 @@ WEBHOOK_RATE = float(os.environ.get("ONYX_WEBHOOK_RATE", "50"))
 
 WEBHOOK_BURST = int(os.environ.get("ONYX_WEBHOOK_BURST", "100"))
 """POSTs to one subscriber's webhooks above ONYX_WEBHOOK_RATE at once (ONYX_WEBHOOK_BURST)."""
+
+# -- HTTP: the registration service's server and what one client may hold (issue: bounded work per request)
+
+HTTP_HEADER_TIMEOUT_S = float(os.environ.get("ONYX_HTTP_HEADER_TIMEOUT", "10"))
+"""Seconds a connection may take to send a request's line and headers, from its first byte (or
+from the connection's start) (ONYX_HTTP_HEADER_TIMEOUT); past it the service answers 408 and
+closes it, and a connection that sent nothing is closed. uvicorn has no such limit (its
+keep-alive timeout starts after a response), so a client sending a header byte now and then
+held its socket forever (slowloris). A client sends its headers in one segment: 10 s lets
+three retransmissions of a lost one through (TCP's 1 s initial timeout, doubled: 1 + 2 + 4 s)."""
+
+HTTP_KEEPALIVE_TIMEOUT_S = float(os.environ.get("ONYX_HTTP_KEEPALIVE_TIMEOUT", "5"))
+"""Seconds an idle connection stays open after a response for the client's next request
+(ONYX_HTTP_KEEPALIVE_TIMEOUT; uvicorn's default). Clients that reuse connections (the CLI, the
+benchmarks' keep-alive clients) send their next request within it; behind a proxy that keeps
+idle upstream connections longer (ingress-nginx: 60 s) set it above the proxy's, or a request
+the proxy sends as the service closes the connection fails (502)."""
+
+HTTP_MAX_CONNECTIONS = int(os.environ.get("ONYX_HTTP_MAX_CONNECTIONS", "2048"))
+"""Connections the registration service keeps open at once (ONYX_HTTP_MAX_CONNECTIONS); one
+accepted past it is answered 503 and closed at once. Above what the service must keep
+answering through (1,000 delivery-stream attempts, most refused with 429, and 200 slowloris
+sockets at once, with ``/health`` polled throughout: 1,200 sockets), and below what it costs
+to hold: MEASURED. The process's open-file limit is raised to fit it (broker.registry.http)."""
+
+HTTP_BACKLOG = int(os.environ.get("ONYX_HTTP_BACKLOG", "2048"))
+"""Connections the kernel queues for the service before it accepts them (ONYX_HTTP_BACKLOG,
+``listen()``'s backlog; Linux caps it at net.core.somaxconn, 4,096 since 5.4): a burst as large
+as the connection limit waits there instead of having its handshakes dropped (a dropped SYN is
+retried after 1 s, then 3 s, ...)."""
+
+ALLOWED_HOSTS = tuple(h.strip() for h in os.environ.get("ONYX_ALLOWED_HOSTS", "").split(",") if h.strip()) or None
+"""Host names (or addresses) the registration service answers to, comma-separated
+(ONYX_ALLOWED_HOSTS, without ports; ``*.example.org`` for every name under example.org, ``*``
+for any): a request whose ``Host`` header names another is refused with 400, so a web page
+cannot reach the service by pointing a name of its own at the service's address (DNS
+rebinding). Unset: ``localhost``, ``127.0.0.1``, ``[::1]`` and the address the service binds
+to, when it binds to one (not 0.0.0.0 or ::). A deployment sets the names clients use (the
+Helm chart: its Service's and Ingress's). ``GET /health`` answers any."""
+
+SSE_MAX = int(os.environ.get("ONYX_SSE_MAX", "64"))
+"""Delivery streams (``GET /profiles/{id}/deliveries``) the service keeps open in all
+(ONYX_SSE_MAX); past it a new one is refused with 429 and ``Retry-After``. Each is a Kafka
+consumer and a thread of the service: MEASURED."""
+
+SSE_PER_SUBSCRIBER = int(os.environ.get("ONYX_SSE_PER_SUBSCRIBER", "8"))
+"""Delivery streams one subscriber may keep open at once, over all its profiles
+(ONYX_SSE_PER_SUBSCRIBER; 429 past it), so one subscriber cannot take every stream of
+ONYX_SSE_MAX. A browser opens at most 6 connections to a host over HTTP/1.1, so a page
+cannot use more than 6 anyway; 8 leaves room for a reconnect before the old stream is
+noticed gone. A subscriber with more profiles reads its delivery topic from Kafka, or gets
+webhooks."""
+
+CONSOLE_STREAMS = int(os.environ.get("ONYX_CONSOLE_STREAMS", "8"))
+"""Console event streams (``GET /console/events``) open at once, in all (ONYX_CONSOLE_STREAMS;
+429 past it): one per operator's open console page, a handful."""
+
+SSE_RETRY_AFTER_S = int(os.environ.get("ONYX_SSE_RETRY_AFTER", "5"))
+"""``Retry-After`` of a stream refused for want of a slot (ONYX_SSE_RETRY_AFTER, seconds): a
+slot frees as soon as its client goes away, but streams last minutes to hours; sooner than a
+few seconds a retry would be refused again."""
+
+HEALTH_TIMEOUT_S = float(os.environ.get("ONYX_HEALTH_TIMEOUT", "0.5"))
+"""How long ``GET /health`` waits for the database to answer its ping before it answers 503
+(ONYX_HEALTH_TIMEOUT, seconds): under kubelet's default probe timeout (1 s, which the Helm
+chart keeps), so a probe of a service whose database hangs gets a 503 saying so rather than
+a timeout; far above a ping's time on a working database (MEASURED)."""

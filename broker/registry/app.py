@@ -56,6 +56,8 @@ from broker import config, topics
 from broker.registry.control_packets import (PacketSendError, Sender, announce_changes, announce_profile,
                                              announce_profiles, announce_source, source_dictionary)
 from broker.metadata.provider import MetadataProvider
+from broker.registry.health import DatabasePing
+from broker.registry.hosts import HostCheck, allowed_hosts as default_hosts
 from broker.registry.limits import BodyLimit, RateLimited, RateLimiter
 from broker.registry.metadata_api import ProfileFeed, add_metadata, source_doc, stored_documents
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
@@ -506,7 +508,8 @@ def _describe(app: FastAPI, overlay: Overlay, limits: str) -> None:
 def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = "nearest",
                admin_token: str | None = None, topic_admin: TopicAdmin | None = None,
                rate_limit: RateLimiter | None = None, metadata: MetadataProvider | None = None,
-               webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE) -> FastAPI:
+               webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE,
+               allowed_hosts: Sequence[str] | None = None) -> FastAPI:
     """The registration service over a store, an overlay and a packet sender;
     ``placement`` names the host-choice strategy, ``admin_token`` enables the operator
     endpoint ``POST /rebalance``, ``topic_admin`` creates delivery topics as they are
@@ -515,7 +518,9 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     ONYX_REGISTRATION_BURST), ``metadata`` is the service's metadata provider (default: one
     that has read no log), started here with the database's sources and profiles,
     ``webhook_allow_private`` lets webhook URLs name loopback and private addresses (default:
-    ONYX_WEBHOOK_ALLOW_PRIVATE)."""
+    ONYX_WEBHOOK_ALLOW_PRIVATE), ``allowed_hosts`` are the names a request's ``Host`` may give
+    (:mod:`broker.registry.hosts`; default: ONYX_ALLOWED_HOSTS, else the loopback names and
+    ONYX_API_HOST; FastAPI's in-process ``TestClient`` sends ``testserver``)."""
     metadata = metadata or MetadataProvider(sender, overlay)
     sender = ProfileFeed(sender, metadata)
     refuse_internal_profiles(store, sender)
@@ -537,6 +542,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     _describe(app, overlay, limits)
     app.add_middleware(BodyLimit, default=MAX_BODY_BYTES, limits={BATCH_PATH: MAX_BATCH_BYTES,
                                                                   CHANGES_PATH: MAX_BATCH_BYTES})
+    # added last, so it runs first: a request for another host is refused before anything else
+    app.add_middleware(HostCheck, allowed=allowed_hosts or default_hosts(config.API_HOST))
     known_sources = {s.id for s in store.list_sources()}
     for source_id, root in sorted(overlay.sources.items()):
         if source_id not in known_sources:
@@ -1008,13 +1015,18 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                            sources=sorted(s for s, r in overlay.sources.items() if r == b))
                 for b in overlay.brokers]
 
+    database = DatabasePing(store.ping)
+    app.router.on_shutdown.append(database.close)
+
     @app.get("/health", response_model=Health, summary="Liveness and readiness", operation_id="health",
-             responses={503: {"model": Health, "description": "the database cannot be reached: not ready"}})
-    def health() -> JSONResponse:
-        try:
-            store.ping()
-        except Exception as exc:  # any database failure means "not ready", reported, not raised
-            return JSONResponse(status_code=503, content={"status": "unavailable", "database": str(exc)[:200]})
+             responses={503: {"model": Health, "description": "the database cannot be reached, or did not answer "
+                                                             "within ONYX_HEALTH_TIMEOUT seconds: not ready"}})
+    async def health() -> JSONResponse:
+        """Anyone may ask, with any ``Host``. Answered on the event loop, the database pinged in
+        a thread of its own: it never waits behind requests and streams that hold the others."""
+        problem = await database.check()
+        if problem is not None:
+            return JSONResponse(status_code=503, content={"status": "unavailable", "database": problem})
         return JSONResponse(content={"status": "ok", "database": "ok", "brokers": len(overlay.brokers)})
 
     add_metadata(app, store, metadata, subscribers, SubscriberTokenHeader, error_responses)

@@ -15,7 +15,7 @@ MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscriber
            "broker.registry.webhooks", "broker.registry.deliveries", "broker.registry.console",
            "broker.local.devcluster", "broker.metadata.onyx_schema", "broker.metadata.documents",
            "broker.metadata.packets", "broker.metadata.broker_lmr", "broker.metadata.provider",
-           "broker.metadata.client"]
+           "broker.metadata.client", "broker.registry.http", "broker.registry.hosts", "broker.registry.health"]
 
 
 @pytest.mark.parametrize("name", MODULES)

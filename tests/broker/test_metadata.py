@@ -188,7 +188,7 @@ def test_broker_rules_are_valid_against_the_onyx_schema():
 @pytest.fixture
 def service(tmp_path):
     sender = Recorder()
-    app = create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), sender)
+    app = create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), sender, allowed_hosts=["testserver"])
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, sender
 

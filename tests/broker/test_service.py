@@ -26,7 +26,8 @@ class RecordingSender:
 def api(tmp_path):
     sender = RecordingSender()
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), sender), raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), sender,
+                                   allowed_hosts=["testserver"]), raise_server_exceptions=False)
     return client, sender, store
 
 
@@ -152,7 +153,7 @@ def test_brokers_health_and_openapi(api):
 
 def test_registrations_survive_a_restart(tmp_path):
     url = f"sqlite:///{tmp_path / 'onyx.db'}"
-    client = TestClient(create_app(Store(url), builtin(), RecordingSender()))
+    client = TestClient(create_app(Store(url), builtin(), RecordingSender(), allowed_hosts=["testserver"]))
     body = _register(client)
-    again = TestClient(create_app(Store(url), builtin(), RecordingSender()))
+    again = TestClient(create_app(Store(url), builtin(), RecordingSender(), allowed_hosts=["testserver"]))
     assert again.get(f"/profiles/{body['profile_id']}").json()["text"] == "/nitf/head/title"

@@ -39,7 +39,8 @@ class RecordingAdmin:
 def svc(tmp_path):
     sender, admin = RecordingSender(), RecordingAdmin()
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), sender, topic_admin=admin), raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), sender, topic_admin=admin,
+                                   allowed_hosts=["testserver"]), raise_server_exceptions=False)
     return client, sender, admin, store
 
 
@@ -171,7 +172,7 @@ def test_stored_profiles_with_internal_topics_are_refused_at_start_up(tmp_path, 
             tx.add_profile(ProfileRecord(pid, "/nitf", "b4", topic, 3), "t")
     sender = RecordingSender()
     with caplog.at_level(logging.WARNING, logger="onyx.service"):
-        client = TestClient(create_app(Store(url), builtin(), sender))
+        client = TestClient(create_app(Store(url), builtin(), sender, allowed_hosts=["testserver"]))
     assert client.get("/profiles/loop").status_code == 404 and client.get("/profiles/state").status_code == 404
     assert client.get("/profiles/ok").status_code == 200
     deletes = [(t, p[0]) for t, p in sender.sent if t == "onyx.broker.b4" and p[0] != b"metadata"]
@@ -192,7 +193,8 @@ def test_a_database_from_before_subscribers_is_upgraded_in_place(tmp_path):
             conn.execute("INSERT INTO profiles VALUES (?, '/nitf', 'b4', ?, ?, 1, '2024-01-01', '2024-01-01')",
                          (pid, topic, hash_token("tok")))
     client = TestClient(create_app(Store(f"sqlite:///{db}"), builtin(), RecordingSender(),
-                                   topic_admin=RecordingAdmin()), raise_server_exceptions=False)
+                                   topic_admin=RecordingAdmin(), allowed_hosts=["testserver"]),
+                        raise_server_exceptions=False)
     view = client.get("/profiles/old1").json()
     assert view["delivery_topic"] == "onyx.deliver.b4" and view["subscriber_id"] is None
     # Its custom topic stays its own: nobody can claim it ...

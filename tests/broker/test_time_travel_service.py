@@ -47,7 +47,7 @@ def world(tmp_path):
     archive_rows(root, source_rows(docs))
     sender = Sender()
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    app = create_app(store, builtin(), sender)
+    app = create_app(store, builtin(), sender, allowed_hosts=["testserver"])
     add_time_travel(app, store, builtin(), root)
     return TestClient(app, raise_server_exceptions=False), docs, root, sender
 
@@ -144,7 +144,7 @@ def test_profile_history_active_profiles_and_recipients(world):
 
 def test_without_an_archive_the_operations_answer_503(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    app = create_app(store, builtin(), Sender())
+    app = create_app(store, builtin(), Sender(), allowed_hosts=["testserver"])
     add_time_travel(app, store, builtin(), None)
     client = TestClient(app, raise_server_exceptions=False)
     r = client.post("/replay", json={"text": "/a", "from": 0, "to": 1})
