@@ -319,10 +319,21 @@ the proxy sends as the service closes the connection fails (502)."""
 
 HTTP_MAX_CONNECTIONS = int(os.environ.get("ONYX_HTTP_MAX_CONNECTIONS", "2048"))
 """Connections the registration service keeps open at once (ONYX_HTTP_MAX_CONNECTIONS); one
-accepted past it is answered 503 and closed at once. Above what the service must keep
-answering through (1,000 delivery-stream attempts, most refused with 429, and 200 slowloris
-sockets at once, with ``/health`` polled throughout: 1,200 sockets), and below what it costs
-to hold: MEASURED. The process's open-file limit is raised to fit it (broker.registry.http)."""
+accepted past it is answered 503 and closed at once (``/health`` too: the service is full).
+Above what it must keep answering through (1,000 delivery-stream attempts at once, most
+refused with 429, or 200 slowloris sockets, with ``/health`` polled throughout), with room to
+spare; an idle connection costs about 5 KB (measured: 2,100 open took 10 MB) and an open file,
+so the bound is on open files: the process's limit is raised to this plus what Kafka and the
+database need (broker.registry.http), and 2,048 fits where a container's hard limit is as low
+as 4,096."""
+
+HTTP_ACTIVE_REQUESTS = int(os.environ.get("ONYX_HTTP_ACTIVE_REQUESTS", "64"))
+"""Requests the registration service works on at once (ONYX_HTTP_ACTIVE_REQUESTS); the others
+wait their turn, and ``GET /health`` never waits (broker.registry.http.Admission). It bounds
+how much work one turn of the service's event loop holds, and so how long ``/health`` waits
+in the service: during 1,000 delivery-stream attempts at once, up to 0.26-0.32 s without it,
+0.03-0.10 s with 64 (2 shared cores; 16 did no better). Above anyio's 40 threads for
+synchronous endpoints, so they still fill them."""
 
 HTTP_BACKLOG = int(os.environ.get("ONYX_HTTP_BACKLOG", "2048"))
 """Connections the kernel queues for the service before it accepts them (ONYX_HTTP_BACKLOG,
@@ -342,7 +353,11 @@ Helm chart: its Service's and Ingress's). ``GET /health`` answers any."""
 SSE_MAX = int(os.environ.get("ONYX_SSE_MAX", "64"))
 """Delivery streams (``GET /profiles/{id}/deliveries``) the service keeps open in all
 (ONYX_SSE_MAX); past it a new one is refused with 429 and ``Retry-After``. Each is a Kafka
-consumer and a thread of the service: MEASURED."""
+consumer and a thread of the service; measured on a one-node Kafka, an idle stream costs 5
+threads, 8 open files, 0.5 MB and 0.04% of a core (64: 320 threads, 2.9% of a core), and its
+consumer may buffer up to librdkafka's ``queued.max.messages.kbytes`` (64 MB) of a busy topic.
+64 keeps all of it a small part of a 2-core service; a service for many browser subscribers
+raises it with its memory and open-file limits."""
 
 SSE_PER_SUBSCRIBER = int(os.environ.get("ONYX_SSE_PER_SUBSCRIBER", "8"))
 """Delivery streams one subscriber may keep open at once, over all its profiles
@@ -361,8 +376,10 @@ SSE_RETRY_AFTER_S = int(os.environ.get("ONYX_SSE_RETRY_AFTER", "5"))
 slot frees as soon as its client goes away, but streams last minutes to hours; sooner than a
 few seconds a retry would be refused again."""
 
-HEALTH_TIMEOUT_S = float(os.environ.get("ONYX_HEALTH_TIMEOUT", "0.5"))
-"""How long ``GET /health`` waits for the database to answer its ping before it answers 503
-(ONYX_HEALTH_TIMEOUT, seconds): under kubelet's default probe timeout (1 s, which the Helm
-chart keeps), so a probe of a service whose database hangs gets a 503 saying so rather than
-a timeout; far above a ping's time on a working database (MEASURED)."""
+HEALTH_TIMEOUT_S = float(os.environ.get("ONYX_HEALTH_TIMEOUT", "2"))
+"""``GET /health`` answers 503 when the database has not answered a ping for this long, or the
+last ping failed (ONYX_HEALTH_TIMEOUT, seconds; a thread pings four times as often,
+broker.registry.health). Far above a ping's time on a working database even while the service
+is flooded (up to 0.4 s measured, 1,000 requests at once on 2 cores), so a busy service is not
+declared unready; short enough that the next probe (the Helm chart's come every 5 and 20 s)
+sees a database that stopped answering."""

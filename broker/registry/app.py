@@ -985,7 +985,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         delivery topic stays the same."""
         if admin_token is None:
             raise HTTPException(403, "operator endpoints are disabled: start the service with ONYX_ADMIN_TOKEN set")
-        if x_onyx_admin_token is None or not secrets.compare_digest(x_onyx_admin_token, admin_token):
+        # as bytes: compare_digest raises on a str with non-ASCII characters, which a header may have
+        if x_onyx_admin_token is None or not secrets.compare_digest(x_onyx_admin_token.encode(), admin_token.encode()):
             raise HTTPException(401, f"this needs the operator token in {ADMIN_TOKEN_HEADER}")
         done = []
         with placing:

@@ -128,7 +128,8 @@ def operator_guard(admin_token: str | None) -> Callable[[str | None, HTTPAuthori
         if admin_token is None:
             return
         given = header or (bearer.credentials if bearer is not None else None)
-        if not given or not secrets.compare_digest(given, admin_token):
+        # as bytes: compare_digest raises on a str with non-ASCII characters, which a header may have
+        if not given or not secrets.compare_digest(given.encode(), admin_token.encode()):
             raise OperatorTokenError()
 
     return check

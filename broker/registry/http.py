@@ -34,6 +34,7 @@ import asyncio
 import json
 import logging
 import resource
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -44,10 +45,11 @@ from broker import config
 
 log = logging.getLogger("onyx.http")
 
-RESERVED_FILES = 256 + 8 * config.SSE_MAX
+RESERVED_FILES = 256 + 16 * config.SSE_MAX
 """Open files the service needs besides its client connections: its Kafka producer, admin
-client and webhook dispatcher, the database, logs, and a Kafka consumer per delivery stream
-(up to ONYX_SSE_MAX; each holds sockets to its brokers and its own wake-up descriptors)."""
+client and webhook dispatcher, the database, logs (34 in all, measured idle), and a Kafka
+consumer per delivery stream, up to ONYX_SSE_MAX (8 files each on a one-node Kafka, measured;
+a socket and wake-up descriptors more per broker of a larger cluster)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class ServerLimits:
     keepalive_timeout: float = config.HTTP_KEEPALIVE_TIMEOUT_S
     max_connections: int = config.HTTP_MAX_CONNECTIONS
     backlog: int = config.HTTP_BACKLOG
+    active_requests: int = config.HTTP_ACTIVE_REQUESTS
 
 
 def _answer(status: str, detail: str, extra: str = "") -> bytes:
@@ -136,6 +139,61 @@ class LimitedH11Protocol(H11Protocol):
         self.transport.close()
 
 
+class Admission:
+    """At most ``limit`` requests in the service's hands at once (pure ASGI); the others wait
+    their turn, parked, and requests to ``exempt`` paths (``/health``) never wait.
+
+    The service answers every request on one event loop, which runs each turn all the work
+    that was ready when the turn began: 1,000 requests arriving together (a flood of
+    delivery-stream attempts) made one turn of 1,000 requests' routing, validation and error
+    answers, about 0.75 s, and a ``/health`` that came with them waited for all of it. With
+    the others parked, a turn holds at most ``limit`` requests' work. A request holds its
+    turn while the service works on it, not while it waits for its client's body, nor once
+    its answer has started (a stream holds a slot of its own instead,
+    :class:`broker.registry.limits.StreamSlots`)."""
+
+    def __init__(self, app: Any, limit: int, exempt: Collection[str] = ("/health",)) -> None:
+        self.app, self.exempt = app, frozenset(exempt)
+        self.turns = asyncio.Semaphore(limit)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        held, answering = False, False
+
+        async def take() -> None:
+            nonlocal held
+            await self.turns.acquire()
+            held = True
+
+        def give() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.turns.release()
+
+        async def receive_turnless():
+            give()  # waiting for the client is not work
+            message = await receive()
+            if not answering:
+                await take()
+            return message
+
+        async def send_answer(message) -> None:
+            nonlocal answering
+            if message["type"] == "http.response.start":
+                answering = True
+                give()
+            await send(message)
+
+        await take()
+        try:
+            await self.app(scope, receive_turnless, send_answer)
+        finally:
+            give()
+
+
 def open_files_for(limits: ServerLimits) -> ServerLimits:
     """``limits`` as this process can keep them: the soft limit of open files is raised (up
     to the hard one) to the connection limit plus :data:`RESERVED_FILES`; if the hard limit is
@@ -166,6 +224,7 @@ def make_server(app: Any, host: str, port: int, limits: ServerLimits | None = No
     limits = open_files_for(limits or ServerLimits())
     protocol = type("OnyxHTTPProtocol", (LimitedH11Protocol,), {"limits": limits})
     # ws="none": the service has no WebSocket endpoint, so an upgrade request is an ordinary one
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, http=protocol, ws="none", log_level="warning",
+    return uvicorn.Server(uvicorn.Config(Admission(app, limits.active_requests), host=host, port=port,
+                                         http=protocol, ws="none", log_level="warning",
                                          timeout_keep_alive=limits.keepalive_timeout,  # type: ignore[arg-type]
                                          backlog=limits.backlog))
