@@ -534,7 +534,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     limits = (f"A request body may have up to {MAX_BATCH_BYTES:,} bytes for {BATCH_PATH} and {CHANGES_PATH} "
               f"(1 to {MAX_BATCH:,} profiles or changes), {MAX_BODY_BYTES:,} for every other operation; a profile's "
               f"text up to {MAX_PROFILE_CHARS:,} characters. A larger body is refused with 413. "
-              + limiter.describe())
+              + limiter.describe() + " A request whose Host header names none of the hosts the service answers to "
+              "(ONYX_ALLOWED_HOSTS) is refused with 400 (GET /health answers any). Event streams are limited per "
+              "subscriber and in all (ONYX_SSE_PER_SUBSCRIBER, ONYX_SSE_MAX, ONYX_CONSOLE_STREAMS): past them a "
+              "stream is refused with 429 and Retry-After.")
     app = FastAPI(title="Onyx registration service", version="0.1.0",
                   description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay. "
                               "Every error answer is a JSON object with a `detail` (what went wrong, what to do) and, "
