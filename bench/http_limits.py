@@ -530,7 +530,7 @@ def table(res: dict) -> str:
              f"{c['header_timeout_s']:g} s, {c['max_connections']:,} connections, {c['sse_max']} streams, "
              f"{c['sse_per_subscriber']} per subscriber), polled every {c['poll_every_ms']:.0f} ms on new "
              f"connections; {c['machine']}, load {c['load_average_1min']:.1f}",
-             f"{'phase':24} {'polls':>6} {'not 200':>8} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} "
+             f"{'phase':30} {'polls':>6} {'not 200':>8} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} "
              f"{'x idle':>7} {'limit ms':>9} {'':>6}  attack got"]
     for name, p in res["phases"].items():
         h, a = p["health"], p["attack"]
@@ -543,7 +543,7 @@ def table(res: dict) -> str:
             got += f"; all answered in {a['seconds_to_answer_all']:.1f} s"
         if "sent_mib_median" in a:
             got += f"; {a['closed']}/{a['requests']} closed, {a['sent_mib_median']:.1f} of {a['body_mib']:.1f} MiB sent"
-        lines.append(f"{name:24} {h['polls']:>6} {h['not_200']:>8} {h['ms_median']:>10.2f} {h['ms_p99']:>8.2f} "
+        lines.append(f"{name:30} {h['polls']:>6} {h['not_200']:>8} {h['ms_median']:>10.2f} {h['ms_p99']:>8.2f} "
                      f"{h['ms_max']:>8.2f} {h['ratio_to_idle']:>7.2f} {res['limit_ms']:>9.0f} {met:>6}  {got}")
     return "\n".join(lines)
 

@@ -91,11 +91,10 @@ def link_from_registration(app: FastAPI) -> None:
 
 
 def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
-                   keepalive: float = config.SSE_KEEPALIVE_S, streams: StreamSlots | None = None) -> None:
-    """Add ``GET /profiles/{id}/deliveries`` to the service (and the links to it); ``streams``:
-    how many may be open (default: ONYX_SSE_PER_SUBSCRIBER and ONYX_SSE_MAX)."""
+                   keepalive: float = config.SSE_KEEPALIVE_S) -> None:
+    """Add ``GET /profiles/{id}/deliveries`` to the service (and the links to it)."""
     link_from_registration(app)
-    streams = streams or StreamSlots(config.SSE_MAX, config.SSE_PER_SUBSCRIBER, "delivery streams")
+    streams = StreamSlots(config.SSE_MAX, config.SSE_PER_SUBSCRIBER, "delivery streams")
     app.router.on_shutdown.append(streams.close)
 
     @app.get("/profiles/{profile_id}/deliveries", summary="A profile's deliveries as Server-Sent Events",

@@ -186,9 +186,10 @@ class StreamsFull(HTTPException):
 class StreamSlots:
     """At most ``per_key`` open streams per key (a subscriber) and ``total`` in all; thread-safe.
     A stream takes a :class:`Slot` before it starts (:class:`StreamsFull` when there is none),
-    does its blocking work in the slot's thread (a pool of ``total`` threads: every stream
-    has one however many others wait on Kafka), and gives the slot back when it ends or its
-    client goes away (:meth:`Slot.response`).
+    does its blocking work in the slot's thread (a pool of ``total`` threads, so every stream
+    has one: in asyncio's default pool, 6 threads on 2 cores, the seventh stream waited for
+    the others' second-long reads of Kafka, and so did every request's database lookups), and
+    gives the slot back when it ends or its client goes away (:meth:`Slot.response`).
 
     >>> slots = StreamSlots(total=3, per_key=2, what="delivery streams")
     >>> a, b = slots.acquire("s1"), slots.acquire("s1")
