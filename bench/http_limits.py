@@ -47,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections import Counter
@@ -562,7 +563,7 @@ def plot(res: dict, path: Path) -> None:
     ax.bar(list(x), [p["ms_p99"] for p in h], 0.27, label="p99")
     ax.bar([i + 0.27 for i in x], [p["ms_max"] for p in h], 0.27, label="worst", color="0.6")
     ax.axhline(res["limit_ms"], color="tab:red", ls="--", lw=1, label=f"limit ({res['limit_ms']:.0f} ms)")
-    ax.set_xticks(list(x), names, fontsize=8)
+    ax.set_xticks(list(x), [textwrap.fill(n, 16) for n in names], fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("GET /health latency, ms")
     ax.set_title("/health while the registration service is attacked")
