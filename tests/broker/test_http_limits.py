@@ -8,7 +8,7 @@ the benchmark's; every loop is bounded, every socket closed."""
 
 from __future__ import annotations
 
-import json
+import doctest
 import socket
 import threading
 import time
@@ -236,3 +236,10 @@ def test_connections_past_the_limit_are_answered_503_and_closed(tmp_path):
     assert exchange(port, request_bytes("GET", "/health")).status == 200
     server.should_exit = True
     thread.join(10)
+
+
+def test_the_attacks_docstring_examples_run():
+    import bench.http_limits
+
+    result = doctest.testmod(bench.http_limits)
+    assert result.attempted > 0 and result.failed == 0
