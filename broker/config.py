@@ -317,6 +317,14 @@ benchmarks' keep-alive clients) send their next request within it; behind a prox
 idle upstream connections longer (ingress-nginx: 60 s) set it above the proxy's, or a request
 the proxy sends as the service closes the connection fails (502)."""
 
+HTTP_DRAIN_TIMEOUT_S = float(os.environ.get("ONYX_HTTP_DRAIN_TIMEOUT", "2"))
+"""Seconds a client answered before its request body came (a body over its limit: 413,
+refused unread) may go on sending it, dropped, before the connection is closed
+(ONYX_HTTP_DRAIN_TIMEOUT): most clients send the whole body before they read the answer, and
+one whose connection is reset while it sends loses the answer. 2 s, Apache's lingering
+close's: 64 MiB takes well under a second on loopback or a LAN; an attacker's endless body
+costs the service 2 s of reading and dropping."""
+
 HTTP_MAX_CONNECTIONS = int(os.environ.get("ONYX_HTTP_MAX_CONNECTIONS", "2048"))
 """Connections the registration service keeps open at once (ONYX_HTTP_MAX_CONNECTIONS); one
 accepted past it is answered 503 and closed at once (``/health`` too: the service is full).

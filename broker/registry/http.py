@@ -15,7 +15,12 @@ dependencies install) adds
   use up the process's open files (which Kafka clients and the database need too).
   uvicorn's own ``limit_concurrency`` counts the same connections but answers only once a
   request's headers are in: the sockets past it stayed open until then, slowloris ones for
-  the whole header timeout.
+  the whole header timeout;
+* a **bounded drain** (ONYX_HTTP_DRAIN_TIMEOUT): a request answered before its body came (a
+  body over its limit, 413, refused unread) may go on sending the body, which uvicorn drops,
+  for this long; then the connection is closed. Kept open, a client could send a body
+  without end; closed at once, a client still sending (most send the whole body before they
+  read) got a reset instead of the answer.
 
 and :class:`Admission` keeps ``/health`` answering while requests flood in (ONYX_HTTP_ACTIVE_REQUESTS
 worked on at once, ``/health`` never waits for a turn), as does :class:`FrozenServer` (no
@@ -41,6 +46,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -64,6 +70,7 @@ class ServerLimits:
     max_connections: int = config.HTTP_MAX_CONNECTIONS
     backlog: int = config.HTTP_BACKLOG
     active_requests: int = config.HTTP_ACTIVE_REQUESTS
+    drain_timeout: float = config.HTTP_DRAIN_TIMEOUT_S
 
 
 def _answer(status: str, detail: str, extra: str = "") -> bytes:
@@ -74,8 +81,9 @@ def _answer(status: str, detail: str, extra: str = "") -> bytes:
 
 
 class LimitedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a header timeout and a connection limit (see the module
-    docstring); ``limits`` is set by :func:`make_server` on a subclass of its own."""
+    """uvicorn's h11 protocol with a header timeout, a connection limit and a bounded drain
+    (see the module docstring); ``limits`` is set by :func:`make_server` on a subclass of its
+    own."""
 
     limits: ClassVar[ServerLimits] = ServerLimits()
     _last_warning: ClassVar[float] = float("-inf")
@@ -105,6 +113,14 @@ class LimitedH11Protocol(H11Protocol):
         if not self._awaiting_request():  # its headers are in: the request runs
             self._disarm()
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            # answered before its body came (413, 400): the client may finish sending it (uvicorn
+            # drops it) and read the answer, for a while; closed now, a client still sending would
+            # get a reset and, often, lose the answer
+            self.loop.call_later(self.limits.drain_timeout, self._drained, self.cycle)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
@@ -119,8 +135,8 @@ class LimitedH11Protocol(H11Protocol):
 
     def _awaiting_request(self) -> bool:
         """Whether the connection waits for a request's line and headers (none has come yet, or
-        the last one was answered)."""
-        return self.cycle is None or self.cycle.response_complete
+        the last one was answered and its body read)."""
+        return self.conn.their_state is h11.IDLE
 
     def _arm(self) -> None:
         self._partial = False
@@ -130,6 +146,11 @@ class LimitedH11Protocol(H11Protocol):
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+
+    def _drained(self, cycle: Any) -> None:
+        """The drain's time is up: close the connection if that request's body is still coming."""
+        if self.cycle is cycle and self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self.transport.close()
 
     def _timed_out(self) -> None:
         self._header_timer = None

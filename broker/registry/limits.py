@@ -2,7 +2,7 @@
 
 * :class:`BodyLimit`: no request body larger than its operation allows (413, before the
   body is parsed: a ``Content-Length`` over the limit is refused unread, a body sent
-  without one is counted as it arrives; the connection is closed after the answer);
+  without one is counted as it arrives);
 * :class:`RateLimiter`: a token bucket per subscriber for the profiles it registers,
   updates and deletes (429 with ``Retry-After``), so one subscriber cannot keep the
   service to itself;
@@ -45,10 +45,6 @@ class BodyLimit:
     over the limit is answered before the body is read; a body without one (chunked) is
     counted while the endpoint reads it and refused when it passes the limit."""
 
-    CLOSE = {"Connection": "close"}
-    """The rest of a refused body is not read: the connection is closed after the answer (kept
-    open, uvicorn would read and drop the rest, for as long as the client sends)."""
-
     def __init__(self, app, default: int, limits: Mapping[str, int] | None = None) -> None:
         self.app, self.default, self.limits = app, default, dict(limits or {})
 
@@ -70,8 +66,7 @@ class BodyLimit:
         limit = self.limit(scope["path"])
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            response = JSONResponse(status_code=413, content={"detail": self.message(int(length), limit)},
-                                    headers=self.CLOSE)
+            response = JSONResponse(status_code=413, content={"detail": self.message(int(length), limit)})
             await response(scope, receive, send)
             return
         seen = 0
@@ -82,7 +77,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:  # FastAPI passes an HTTPException raised while reading the body on
-                    raise HTTPException(413, self.message(None, limit), headers=self.CLOSE)
+                    raise HTTPException(413, self.message(None, limit))
             return message
 
         await self.app(scope, counted, send)
