@@ -321,9 +321,10 @@ HTTP_DRAIN_TIMEOUT_S = float(os.environ.get("ONYX_HTTP_DRAIN_TIMEOUT", "2"))
 """Seconds a client answered before its request body came (a body over its limit: 413,
 refused unread) may go on sending it, dropped, before the connection is closed
 (ONYX_HTTP_DRAIN_TIMEOUT): most clients send the whole body before they read the answer, and
-one whose connection is reset while it sends loses the answer. 2 s, Apache's lingering
-close's: 64 MiB takes well under a second on loopback or a LAN; an attacker's endless body
-costs the service 2 s of reading and dropping."""
+one whose connection is reset while it sends loses the answer. 2 s, as long as Apache's
+lingering close waits for each read: the service reads a 64 MiB body in 0.1 s on loopback
+(bench.http_limits), a LAN is not much slower; an attacker's endless body costs the service
+2 s of reading and dropping."""
 
 HTTP_MAX_CONNECTIONS = int(os.environ.get("ONYX_HTTP_MAX_CONNECTIONS", "2048"))
 """Connections the registration service keeps open at once (ONYX_HTTP_MAX_CONNECTIONS); one
