@@ -107,7 +107,7 @@ def service_part(n: int, registrations: int, seed: int, workdir: Path) -> dict:
         fill_s = time.perf_counter() - t0
         sink = _Sink()
         t0 = time.perf_counter()
-        client = TestClient(create_app(store, overlay, sink, topic_admin=sink))
+        client = TestClient(create_app(store, overlay, sink, topic_admin=sink, allowed_hosts=["testserver"]))
         startup_s = time.perf_counter() - t0
         headers = {"X-Onyx-Subscriber-Token": token} if token else {}
         runs[shape] = {"db": db, "store": store, "sink": sink, "client": client, "headers": headers,

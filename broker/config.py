@@ -402,3 +402,96 @@ Kafka's own default and the least it accepts for SCRAM-SHA-512, as the super use
 KAFKA_ADMIN_TIMEOUT_S = float(os.environ.get("ONYX_KAFKA_ADMIN_TIMEOUT", "30"))
 """How long a new Kafka user or ACL of a secure local Kafka may take to be in force (ONYX_KAFKA_ADMIN_TIMEOUT,
 seconds): Kafka applies them through its metadata log, a moment after it acknowledged them."""
+
+# -- HTTP: the registration service's server and what one client may hold (issue: bounded work per request)
+
+HTTP_HEADER_TIMEOUT_S = float(os.environ.get("ONYX_HTTP_HEADER_TIMEOUT", "10"))
+"""Seconds a connection may take to send a request's line and headers, from its first byte (or
+from the connection's start) (ONYX_HTTP_HEADER_TIMEOUT); past it the service answers 408 and
+closes it, and a connection that sent nothing is closed. uvicorn has no such limit (its
+keep-alive timeout starts after a response), so a client sending a header byte now and then
+held its socket forever (slowloris). A client sends its headers in one segment: 10 s lets
+three retransmissions of a lost one through (TCP's 1 s initial timeout, doubled: 1 + 2 + 4 s)."""
+
+HTTP_KEEPALIVE_TIMEOUT_S = float(os.environ.get("ONYX_HTTP_KEEPALIVE_TIMEOUT", "5"))
+"""Seconds an idle connection stays open after a response for the client's next request
+(ONYX_HTTP_KEEPALIVE_TIMEOUT; uvicorn's default). Clients that reuse connections (the CLI, the
+benchmarks' keep-alive clients) send their next request within it; behind a proxy that keeps
+idle upstream connections longer (ingress-nginx: 60 s) set it above the proxy's, or a request
+the proxy sends as the service closes the connection fails (502)."""
+
+HTTP_DRAIN_TIMEOUT_S = float(os.environ.get("ONYX_HTTP_DRAIN_TIMEOUT", "2"))
+"""Seconds a client answered before its request body came (a body over its limit: 413,
+refused unread) may go on sending it, dropped, before the connection is closed
+(ONYX_HTTP_DRAIN_TIMEOUT): most clients send the whole body before they read the answer, and
+one whose connection is reset while it sends loses the answer. 2 s, as long as Apache's
+lingering close waits for each read: the service reads a 64 MiB body in 0.1 s on loopback
+(bench.http_limits), a LAN is not much slower; an attacker's endless body costs the service
+2 s of reading and dropping."""
+
+HTTP_MAX_CONNECTIONS = int(os.environ.get("ONYX_HTTP_MAX_CONNECTIONS", "2048"))
+"""Connections the registration service keeps open at once (ONYX_HTTP_MAX_CONNECTIONS); one
+accepted past it is answered 503 and closed at once (``/health`` too: the service is full).
+Above what it must keep answering through (1,000 delivery-stream attempts at once, most
+refused with 429, or 200 slowloris sockets, with ``/health`` polled throughout), with room to
+spare; an idle connection costs about 5 KB (measured: 2,100 open took 10 MB) and an open file,
+so the bound is on open files: the process's limit is raised to this plus what Kafka and the
+database need (broker.registry.http), and 2,048 fits where a container's hard limit is as low
+as 4,096."""
+
+HTTP_ACTIVE_REQUESTS = int(os.environ.get("ONYX_HTTP_ACTIVE_REQUESTS", "64"))
+"""Requests the registration service works on at once (ONYX_HTTP_ACTIVE_REQUESTS); the others
+wait their turn, and ``GET /health`` never waits (broker.registry.http.Admission). It bounds
+how much work one turn of the service's event loop holds, and so how long ``/health`` waits
+in the service: during 1,000 delivery-stream attempts at once, up to 0.26-0.32 s without it,
+0.03-0.10 s with 64 (2 shared cores; 16 did no better). Above anyio's 40 threads for
+synchronous endpoints, so they still fill them."""
+
+HTTP_BACKLOG = int(os.environ.get("ONYX_HTTP_BACKLOG", "2048"))
+"""Connections the kernel queues for the service before it accepts them (ONYX_HTTP_BACKLOG,
+``listen()``'s backlog; Linux caps it at net.core.somaxconn, 4,096 since 5.4): a burst as large
+as the connection limit waits there instead of having its handshakes dropped (a dropped SYN is
+retried after 1 s, then 3 s, ...)."""
+
+ALLOWED_HOSTS = tuple(h.strip() for h in os.environ.get("ONYX_ALLOWED_HOSTS", "").split(",") if h.strip()) or None
+"""Host names (or addresses) the registration service answers to, comma-separated
+(ONYX_ALLOWED_HOSTS, without ports; ``*.example.org`` for every name under example.org, ``*``
+for any): a request whose ``Host`` header names another is refused with 400, so a web page
+cannot reach the service by pointing a name of its own at the service's address (DNS
+rebinding). Unset: ``localhost``, ``127.0.0.1``, ``[::1]`` and the address the service binds
+to, when it binds to one (not 0.0.0.0 or ::). A deployment sets the names clients use (the
+Helm chart: its Service's and Ingress's). ``GET /health`` answers any."""
+
+SSE_MAX = int(os.environ.get("ONYX_SSE_MAX", "64"))
+"""Delivery streams (``GET /profiles/{id}/deliveries``) the service keeps open in all
+(ONYX_SSE_MAX); past it a new one is refused with 429 and ``Retry-After``. Each is a Kafka
+consumer and a thread of the service; measured on a one-node Kafka, an idle stream costs 5
+threads, 8 open files, 0.5 MB and 0.04% of a core (64: 320 threads, 2.9% of a core), and its
+consumer may buffer up to librdkafka's ``queued.max.messages.kbytes`` (64 MB) of a busy topic.
+64 keeps all of it a small part of a 2-core service; a service for many browser subscribers
+raises it with its memory and open-file limits."""
+
+SSE_PER_SUBSCRIBER = int(os.environ.get("ONYX_SSE_PER_SUBSCRIBER", "8"))
+"""Delivery streams one subscriber may keep open at once, over all its profiles
+(ONYX_SSE_PER_SUBSCRIBER; 429 past it), so one subscriber cannot take every stream of
+ONYX_SSE_MAX. A browser opens at most 6 connections to a host over HTTP/1.1, so a page
+cannot use more than 6 anyway; 8 leaves room for a reconnect before the old stream is
+noticed gone. A subscriber with more profiles reads its delivery topic from Kafka, or gets
+webhooks."""
+
+CONSOLE_STREAMS = int(os.environ.get("ONYX_CONSOLE_STREAMS", "8"))
+"""Console event streams (``GET /console/events``) open at once, in all (ONYX_CONSOLE_STREAMS;
+429 past it): one per operator's open console page, a handful."""
+
+SSE_RETRY_AFTER_S = int(os.environ.get("ONYX_SSE_RETRY_AFTER", "5"))
+"""``Retry-After`` of a stream refused for want of a slot (ONYX_SSE_RETRY_AFTER, seconds): a
+slot frees as soon as its client goes away, but streams last minutes to hours; sooner than a
+few seconds a retry would be refused again."""
+
+HEALTH_TIMEOUT_S = float(os.environ.get("ONYX_HEALTH_TIMEOUT", "2"))
+"""``GET /health`` answers 503 when the database has not answered a ping for this long, or the
+last ping failed (ONYX_HEALTH_TIMEOUT, seconds; a thread pings four times as often,
+broker.registry.health). Far above a ping's time on a working database even while the service
+is flooded (up to 0.4 s measured, 1,000 requests at once on 2 cores), so a busy service is not
+declared unready; short enough that the next probe (the Helm chart's come every 5 and 20 s)
+sees a database that stopped answering."""

@@ -23,7 +23,7 @@ import urllib.request
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 
-from broker.clients import answered, api
+from broker.clients import ADMIN_TOKEN_HEADER, answered, api, operator_token
 
 Say = Callable[[str], None]
 _OFFSET = re.compile(r"^-(\d+(?:\.\d+)?)([smhd])$")
@@ -65,8 +65,12 @@ def is_profile_id(text: str) -> bool:
 
 def stream_lines(url: str, body: dict, timeout: float = 600.0) -> Iterator[dict]:
     """The JSON lines a streaming operation (``POST /replay``, ``POST /queries``) answers
-    ``body`` with, as they come; its refusals as :class:`broker.clients.ApiError`."""
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST")
+    ``body`` with, as they come; its refusals as :class:`broker.clients.ApiError`. Sent with
+    this machine's operator token for the service (:func:`broker.clients.operator_token`):
+    the archive is read as the operator of one's own overlay."""
+    operator = operator_token(url)
+    headers = {"Content-Type": "application/json", **({ADMIN_TOKEN_HEADER: operator} if operator else {})}
+    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
     with answered("POST", url, timeout):
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             for line in resp:

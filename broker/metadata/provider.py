@@ -280,7 +280,7 @@ class MetadataProvider:
             sub = UserSubscription(secrets.token_hex(8), rule, topic, subscriber_id)
             self._add_user(sub)
             try:
-                        send_all(self.sender, [(topics.METADATA, ((SUBSCRIPTION_KEY + sub.id).encode(),
+                send_all(self.sender, [(topics.METADATA, ((SUBSCRIPTION_KEY + sub.id).encode(),
                                                           sub.to_json().encode(), []))])
             except Exception:
                 self._drop_user(sub.id)
@@ -293,7 +293,7 @@ class MetadataProvider:
         with self.lock:
             if sub_id not in self.users:
                 raise KeyError(sub_id)
-                send_all(self.sender, [(topics.METADATA, ((SUBSCRIPTION_KEY + sub_id).encode(), None, []))])
+            send_all(self.sender, [(topics.METADATA, ((SUBSCRIPTION_KEY + sub_id).encode(), None, []))])
             self._drop_user(sub_id)
 
     def _add_user(self, sub: UserSubscription) -> None:

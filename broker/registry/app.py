@@ -57,6 +57,8 @@ from broker.registry.access import (PROFILE_TOKEN_HEADER, PUBLISHER_TOKEN_HEADER
 from broker.registry.control_packets import (PacketSendError, Sender, announce_changes, announce_profile,
                                              announce_profiles, announce_source, source_dictionary)
 from broker.metadata.provider import MetadataProvider
+from broker.registry.health import DatabasePing
+from broker.registry.hosts import HostCheck, allowed_hosts as default_hosts
 from broker.registry.limits import BodyLimit, RateLimited, RateLimiter
 from broker.registry.metadata_api import ProfileFeed, add_metadata, source_doc, stored_documents
 from broker.registry.store import DuplicateError, ProfileRecord, SourceRecord, Store
@@ -190,8 +192,10 @@ class GrantsView(BaseModel):
 class Delivery(BaseModel):
     topic: Annotated[str, WithJsonSchema(TOPIC_JSON_SCHEMA)] | None = Field(
         None, description="Kafka topic for deliveries (default: the subscriber's own onyx.deliver.<subscriber id>). "
-                          "A topic you name becomes yours: it must lie outside the overlay's onyx.* topics (422) and "
-                          "not belong to another subscriber (409)")
+                          "A topic you name becomes yours: it must be in your namespace onyx.deliver.<subscriber "
+                          "id>.<name> or under a prefix the operator allows (422 otherwise, and for Kafka's own __* "
+                          "topics), and not be another subscriber's, nor a topic that exists in Kafka without having "
+                          "been created for you (409)")
 
     @field_validator("topic")
     @classmethod
@@ -239,7 +243,7 @@ _BATCH_EXAMPLE = {"profiles": [
     {"text": "/nitf[head/pubdata/@edition.area='SF']", "near": "b5"},
     {"text": "/nitf/head/parent::x"},
     {"text": "for $n in $msg/nitf where $n//tobject.subject/@tobject.subject.type = 'Stock' "
-             "return <stock>{$n/head/title}</stock>", "delivery": {"topic": "alerts.stock"}},
+             "return <stock>{$n/head/title}</stock>", "delivery": {"topic": "onyx.deliver.s3f1c2a9d8e7b6a50.stock"}},
 ]}
 
 
@@ -284,7 +288,7 @@ class ProfileBatchRegistered(BaseModel):
             {"index": 1, "status": 422, "error": {"detail": "unsupported axis 'parent::' at column 12",
                                                   "column": 12}},
             {"index": 2, "status": 201, "profile": {"profile_id": "9d8e7f6a5b4c3d2e", "host_broker": "b2",
-                                                    "token": "Qa1...", "delivery_topic": "alerts.stock",
+                                                    "token": "Qa1...", "delivery_topic": "onyx.deliver.s3f1c2a9d8e7b6a50.stock",
                                                     "subscriber_id": "s3f1c2a9d8e7b6a50"}},
         ]}]}}
 
@@ -337,8 +341,8 @@ class ChangeItem(BaseModel):
     index: int = Field(description="the change's position in the request (0-based)")
     status: int = Field(description="200: updated (profile); 204: deleted; otherwise what PUT or DELETE "
                         "/profiles/{id} would have answered for this change alone: 401 (no token, or one no "
-                        "profile has), 403 (another profile's token), 404 (no such profile), 422 (not a profile, a "
-                        "bad field), with error")
+                        "profile has), 404 (no such profile of yours: another subscriber's profile is not shown "
+                        "either), 422 (not a profile, a bad field), with error")
     profile: ProfileView | None = Field(None, description="the profile as updated (status 200)")
     error: Error | None = None
 
@@ -544,7 +548,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                admin_token: str | None = None, topic_admin: TopicAdmin | None = None,
                rate_limit: RateLimiter | None = None, metadata: MetadataProvider | None = None,
                webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE,
-               delivery_prefixes: Iterable[str] = config.DELIVERY_TOPIC_PREFIXES) -> FastAPI:
+               delivery_prefixes: Iterable[str] = config.DELIVERY_TOPIC_PREFIXES,
+               allowed_hosts: Sequence[str] | None = None) -> FastAPI:
     """The registration service over a store, an overlay and a packet sender;
     ``placement`` names the host-choice strategy, ``admin_token`` is the operator's token
     (without one no request is an operator's: :mod:`broker.registry.access`),
@@ -555,7 +560,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     the database's sources and profiles, ``webhook_allow_private`` lets webhook URLs name
     loopback and private addresses (default: ONYX_WEBHOOK_ALLOW_PRIVATE),
     ``delivery_prefixes`` are the topic prefixes subscribers may name delivery topics
-    under besides their own namespace (default: ONYX_DELIVERY_TOPIC_PREFIXES)."""
+    under besides their own namespace (default: ONYX_DELIVERY_TOPIC_PREFIXES),
+    ``allowed_hosts`` are the names a request's ``Host`` may give (:mod:`broker.registry.hosts`;
+    default: ONYX_ALLOWED_HOSTS, else the loopback names and ONYX_API_HOST; FastAPI's
+    in-process ``TestClient`` sends ``testserver``)."""
     metadata = metadata or MetadataProvider(sender, overlay)
     sender = ProfileFeed(sender, metadata)
     refuse_internal_profiles(store, sender)
@@ -566,8 +574,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
     placing = threading.Lock()  # requests run in a thread pool; strategies keep state
     load = PlacementLoad(store)
     limiter = rate_limit or RateLimiter.from_config()
-    anonymous = RateLimiter(config.ANONYMOUS_RATE, config.ANONYMOUS_BURST)  # one bucket, key None
-    new_sources = RateLimiter(config.SOURCE_RATE, config.SOURCE_BURST)  # per publisher (None: anonymous)
+    anonymous = RateLimiter(config.ANONYMOUS_RATE, config.ANONYMOUS_BURST,  # one bucket, key None
+                            what="register", items="profiles or subscribers")
+    new_sources = RateLimiter(config.SOURCE_RATE, config.SOURCE_BURST,  # per publisher (None: anonymous)
+                              who="publisher", what="register", items="sources")
     limits = (f"A request body may have up to {MAX_BATCH_BYTES:,} bytes for {BATCH_PATH} and {CHANGES_PATH} "
               f"(1 to {MAX_BATCH:,} profiles or changes, {MAX_BATCH_CHARS:,} characters of profile text in all), "
               f"{MAX_BODY_BYTES:,} for every other operation; a profile's text up to {MAX_PROFILE_CHARS:,} "
@@ -577,7 +587,10 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
               f"together may register {config.ANONYMOUS_RATE:g} profiles or subscribers a second (bursts of "
               f"{config.ANONYMOUS_BURST:,}). Each publisher (and all requests without a token together) may "
               f"register {config.SOURCE_RATE:g} sources a second (bursts of {config.SOURCE_BURST:,}). "
-              + limiter.describe())
+              + limiter.describe() + " A request whose Host header names none of the hosts the service answers to "
+              "(ONYX_ALLOWED_HOSTS) is refused with 400 (GET /health answers any). Event streams are limited per "
+              "subscriber and in all (ONYX_SSE_PER_SUBSCRIBER, ONYX_SSE_MAX, ONYX_CONSOLE_STREAMS): past them a "
+              "stream is refused with 429 and Retry-After.")
     app = FastAPI(title="Onyx registration service", version="0.1.0",
                   description="Register data sources and subscriber profiles of the Onyx XML dissemination overlay. "
                               "Every error answer is a JSON object with a `detail` (what went wrong, what to do) and, "
@@ -589,6 +602,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                                                   CHANGES_PATH: MAX_BATCH_BYTES})
     access = Access(store, subscribers.authenticate, admin_token)
     install(app, access)
+    # added last, so it runs first: a request for another host is refused before anything else
+    app.add_middleware(HostCheck, allowed=allowed_hosts or default_hosts(config.API_HOST))
     known_sources = {s.id for s in store.list_sources()}
     for source_id, root in sorted(overlay.sources.items()):
         if source_id not in known_sources:
@@ -766,7 +781,9 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 tx.add_publisher(owner, token)
             tx.add_source(record, owner=owner, public=body.public)
             announce_source(sender, record)
-            metadata.publish([source_doc(record)])
+        # Once committed: who may see the document (metadata_api.tenant_view) reads the store.
+        # Should this fail, the service's next start publishes every stored source again.
+        metadata.publish([source_doc(record)])
         overlay.sources[source_id] = root
         return SourceOut(source_id=source_id, root_broker=root, topic=topics.source_topic(source_id),
                          public=body.public, publisher_id=owner, publisher_token=token)
@@ -1207,16 +1224,21 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                           if r == b and (readable is None or s in readable)))
                 for b in overlay.brokers]
 
+    database = DatabasePing(store.ping)
+    app.router.on_shutdown.append(database.close)
+
     @app.get("/health", response_model=Health, summary="Liveness and readiness", operation_id="health",
-             responses={503: {"model": Health, "description": "the database cannot be reached: not ready"}})
-    def health(_: None = Depends(access.public(sees="whether the service is ready"))) -> JSONResponse:
-        try:
-            store.ping()
-        except Exception as exc:  # any database failure means "not ready", reported, not raised
-            return JSONResponse(status_code=503, content={"status": "unavailable", "database": str(exc)[:200]})
+             responses={503: {"model": Health, "description": "the database cannot be reached, or did not answer "
+                                                             "within ONYX_HEALTH_TIMEOUT seconds: not ready"}})
+    async def health(_: None = Depends(access.public(sees="whether the service is ready"))) -> JSONResponse:
+        """Anyone may ask, with any ``Host``. Answered on the event loop, the database pinged in
+        a thread of its own: it never waits behind requests and streams that hold the others."""
+        problem = await database.check()
+        if problem is not None:
+            return JSONResponse(status_code=503, content={"status": "unavailable", "database": problem})
         return JSONResponse(content={"status": "ok", "database": "ok", "brokers": len(overlay.brokers)})
 
-    add_metadata(app, store, metadata, subscribers, error_responses)
+    add_metadata(app, store, metadata, subscribers, error_responses, lambda: anonymous.charge(None, 1))
     return app
 
 

@@ -31,6 +31,7 @@ from broker.registry.access import ADMIN_TOKEN_HEADER
 from broker.registry.app import error_responses
 from broker.registry.figures import Figures
 from broker.registry.kafka_reads import last_records
+from broker.registry.limits import StreamSlots
 from broker.registry.store import Store
 from routing.overlay import Overlay
 
@@ -137,6 +138,8 @@ def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, 
     the profiles with a webhook)."""
     operator = Depends(access.of(app).allow("operator", sees="the whole overlay: every profile, subscriber, "
                                                              "broker figure and dead letter"))
+    streams = StreamSlots(config.CONSOLE_STREAMS, what="console event streams")
+    app.router.on_shutdown.append(streams.close)
     page = resources.files("broker.registry").joinpath("static/console.html").read_text()
     errors = error_responses({**OPERATOR, 503: "the database cannot be reached"})
 
@@ -166,8 +169,10 @@ def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, 
                                   "properties": {"event": {"const": "figures"},
                                                  "data": {"type": "string", "contentMediaType": "application/json"},
                                                  "retry": {"type": "integer"}}}}}},
-                        **error_responses(OPERATOR)}, dependencies=[operator])
+                        **error_responses({**OPERATOR, 429: "ONYX_CONSOLE_STREAMS console streams are open: "
+                                                             "retry after Retry-After seconds"})}, dependencies=[operator])
     async def console_events(request: Request) -> StreamingResponse:
+        slot = streams.acquire("operators")  # 429 when full
 
         async def stream():
             yield f"retry: {int(figures.every * 1000)}\n\n"
@@ -176,8 +181,8 @@ def add_console(app: FastAPI, store: Store, overlay: Overlay, figures: Figures, 
                 yield f"event: figures\ndata: {json.dumps(snap)}\n\n"
                 await asyncio.sleep(figures.every)
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return slot.response(stream(), media_type="text/event-stream",  # the slot is given back when it ends
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.get("/console/dead-letters", response_model=list[DeadLetter], summary="Recent dead letters (console)",
              operation_id="console_dead_letters", responses=error_responses(OPERATOR), dependencies=[operator])

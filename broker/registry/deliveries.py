@@ -11,7 +11,9 @@ delivery after that one, however long it was away (within the topic's retention)
 lost, nothing repeated. A first connection starts at the end of the topic (deliveries from
 now on), or at its first record with ``from_start=true``. It needs the profile's token, as
 ``PUT``/``DELETE`` of the profile do. Quiet streams get an SSE comment every
-``ONYX_SSE_KEEPALIVE`` seconds.
+``ONYX_SSE_KEEPALIVE`` seconds. A subscriber may keep ``ONYX_SSE_PER_SUBSCRIBER`` streams open
+over all its profiles, the service ``ONYX_SSE_MAX`` in all (429 past them,
+:class:`broker.registry.limits.StreamSlots`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from broker import config
 from broker.registry import access
 from broker.registry.app import error_responses
 from broker.registry.kafka_reads import EVENT_ID, KafkaRecord, Position, follow
+from broker.registry.limits import StreamSlots
 from broker.registry.store import Store
 
 
@@ -92,6 +95,8 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
     """Add ``GET /profiles/{id}/deliveries`` to the service (and the links to it)."""
     link_from_registration(app)
     rights = access.of(app)
+    streams = StreamSlots(config.SSE_MAX, config.SSE_PER_SUBSCRIBER, "delivery streams")
+    app.router.on_shutdown.append(streams.close)
 
     @app.get("/profiles/{profile_id}/deliveries", summary="A profile's deliveries as Server-Sent Events",
              operation_id="profile_deliveries", response_class=StreamingResponse,
@@ -99,6 +104,8 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
                  401: "no token (the profile's, or its subscriber's), or one no one has",
                  403: "a token of another kind", 404: "no such profile of yours",
                  422: "Last-Event-ID is not an event id this stream sends (an offset, or partition:offset pairs)",
+                 429: "the profile's subscriber has ONYX_SSE_PER_SUBSCRIBER streams open, or the service "
+                      "ONYX_SSE_MAX: retry after Retry-After seconds",
                  503: "the service runs without Kafka"})})
     async def deliveries(request: Request, profile_id: str,
                          last_event_id: str = Header("", alias="Last-Event-ID", pattern=EVENT_ID,
@@ -113,6 +120,7 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
         start = Position.parse(last_event_id) if last_event_id else (Position() if from_start else None)
         if bootstrap_servers is None:
             raise HTTPException(503, "the service runs without Kafka: no deliveries to stream")
+        slot = streams.acquire(record.subscriber_id or f"of profile {profile_id}")  # 429 when full
         stop = threading.Event()
         records = follow(bootstrap_servers, record.delivery_topic, profile_id.encode(), start, stop.is_set,
                          idle=min(1.0, keepalive))
@@ -122,7 +130,7 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
             try:
                 yield "retry: 1000\n\n"
                 while not await request.is_disconnected():
-                    got = await asyncio.to_thread(next, records, None)
+                    got = await slot.run(next, records, None)  # a thread of its own: blocks on Kafka
                     if got is None:
                         return
                     r, position = got
@@ -135,5 +143,5 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
             finally:
                 stop.set()  # the reader ends at its next turn and closes its consumer
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return slot.response(stream(), media_type="text/event-stream",  # the slot is given back when it ends
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

@@ -129,9 +129,10 @@ class MetadataSubscriptionOut(BaseModel):
 
 
 def add_metadata(app: FastAPI, store: Store, provider: MetadataProvider, subscribers: Subscribers,
-                 errors: Callable) -> None:
+                 errors: Callable, charge_anonymous: Callable[[], None]) -> None:
     """Add the metadata subscription operations (module docstring) to ``app``; ``errors`` is
-    the service's error-answer documenter."""
+    the service's error-answer documenter, ``charge_anonymous`` takes one registration from
+    what requests without a token may make (429 past it)."""
     rights = access.of(app)
     provider.restrict(tenant_view(store))
 
@@ -141,7 +142,7 @@ def add_metadata(app: FastAPI, store: Store, provider: MetadataProvider, subscri
               responses=errors({400: "the body is not JSON", 401: "unknown subscriber token",
                                 403: "a token of another kind",
                                 409: "the topic belongs to another subscriber",
-                                413: "the body is too large",
+                                413: "the body is too large", 429: "too many registrations without a token",
                                 422: "a rule the language or the schema refuses (with the column), or a topic "
                                      "outside your namespace", 503: "Kafka or the database failed: nothing was "
                                                                      "changed"}))
@@ -154,6 +155,8 @@ def add_metadata(app: FastAPI, store: Store, provider: MetadataProvider, subscri
         ``unmatched``), as far as the subscriber may see it: its own profiles, the sources
         it may read, the overlay's brokers and trees."""
         owner = who.subscriber
+        if owner is None:
+            charge_anonymous()
         subscriber_id = owner or subscribers.new_id()
         subscribers.check_topic(subscriber_id, body.topic)
         try:

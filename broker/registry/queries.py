@@ -71,10 +71,10 @@ class QueryIn(BaseModel):
                             description="the window's last millisecond (inclusive; default, and at most: the "
                                         "archive's settled time, the last one no message can still be archived at). "
                                         f"A window is at most {config.REPLAY_MAX_WINDOW_MS:,} ms wide (422)")
-    limit: int = Field(1000, ge=1, le=MAX_LISTED, description="at most this many messages in the answer (the rest: "
+    limit: JsonInt = Field(1000, ge=1, le=MAX_LISTED, description="at most this many messages in the answer (the rest: "
                        "done.truncated)")
 
-    @field_validator("start", "end", mode="before")
+    @field_validator("start", "end", "limit", mode="before")
     @classmethod
     def _whole(cls, v: Any) -> Any:
         return whole_number(v)
@@ -171,11 +171,14 @@ def _item(message_id: str, xml: bytes, cached: bool) -> bytes:
 
 
 def _summary(result: QueryResult | None, window: tuple[int, int] | None, settled: int | None,
-             end: int | None, truncated: bool = False) -> dict[str, Any]:
+             end: int | None, truncated: bool = False, operator: bool = True) -> dict[str, Any]:
+    """The answer's last line. The remainder and the regions used are made of other users'
+    queries' predicates (the cache's regions): an operator's alone, like ``GET /cache``."""
+    shown = result if operator else None
     return {"done": {
         "items": len(result.items) if result else 0, "from_cache": result.from_cache if result else 0,
-        "from_source": result.from_source if result else 0, "remainder": result.remainder if result else None,
-        "match_types": result.match_types if result else [], "regions_used": result.regions_used if result else [],
+        "from_source": result.from_source if result else 0, "remainder": shown.remainder if shown else None,
+        "match_types": result.match_types if result else [], "regions_used": shown.regions_used if shown else [],
         "window": None if window is None else {"from": window[0], "to": window[1]}, "settled": settled,
         "cut": end is not None and settled is not None and end > settled, "truncated": truncated}}
 
@@ -209,7 +212,8 @@ def add_queries(app: FastAPI, store: Store, overlay: Overlay, archive_dir: Path 
                                               "ones found in the cache first (cached true), then the remainder's as "
                                               "the archive finds them; last {\"done\": {items, from_cache, "
                                               "from_source, remainder (the predicate the archive was asked, null: "
-                                              "none), match_types and regions_used (per cached region used), window "
+                                              "none or not an operator), match_types and regions_used (per cached "
+                                              "region used; an operator's only: regions hold others' predicates), window "
                                               "{from, to} (null: nothing archived yet), settled, cut (to was after "
                                               "settled), truncated (more than limit items: the first ones only)}} "
                                               "(or {\"error\": {detail}} if the archive failed)",
@@ -268,7 +272,8 @@ def add_queries(app: FastAPI, store: Store, overlay: Overlay, archive_dir: Path 
                     # The cache's answer is the reference; the rows brought all of it.
                     for message_id in sorted(x.items.keys() - sent):
                         yield from item(message_id, x.items[message_id], False)
-                    yield json_line(_summary(x, window, settled, body.end, truncated=len(x.items) > len(sent)))
+                    yield json_line(_summary(x, window, settled, body.end, truncated=len(x.items) > len(sent),
+                                             operator=who.operator))
                 elif kind == "error":
                     yield json_line({"error": {"detail": f"the archive failed: {x}"}})
 

@@ -1,15 +1,14 @@
 """Running the registration service: in the foreground (``onyx serve``) or in a
-background thread (``onyx up`` and the tests), always on a real uvicorn HTTP server."""
+background thread (``onyx up`` and the tests), always on a real uvicorn HTTP server with the
+service's limits (:func:`broker.registry.http.make_server`)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-
-import uvicorn
 
 from broker import config
 from broker.metadata.provider import MetadataProvider
@@ -19,6 +18,8 @@ from broker.registry.console import add_console
 from broker.registry.control_packets import KafkaSender
 from broker.registry.deliveries import add_deliveries
 from broker.registry.figures import Figures
+from broker.registry.hosts import allowed_hosts
+from broker.registry.http import ServerLimits, make_server
 from broker.registry.limits import RateLimiter
 from broker.registry.metrics import add_metrics
 from broker.registry.queries import add_queries
@@ -46,6 +47,8 @@ class ServiceSettings:
     figures: Callable[[], dict[str, Any]] | None = None  # the brokers' figures (onyx up's); None: the service has none
     webhook_allow_private: bool = config.WEBHOOK_ALLOW_PRIVATE
     delivery_prefixes: tuple[str, ...] = config.DELIVERY_TOPIC_PREFIXES  # besides each subscriber's namespace
+    allowed_hosts: tuple[str, ...] | None = config.ALLOWED_HOSTS  # None: the loopback names and ``host``
+    http: ServerLimits = field(default_factory=ServerLimits)  # timeouts and the connection limit
 
 
 def build_app(settings: ServiceSettings):
@@ -63,7 +66,8 @@ def build_app(settings: ServiceSettings):
     recover(store, sender, announced(settings.bootstrap_servers, store.identity()))
     app = create_app(store, settings.overlay, sender, settings.placement, settings.admin_token, admin,
                      RateLimiter(settings.registration_rate, settings.registration_burst), metadata,
-                     settings.webhook_allow_private, settings.delivery_prefixes)
+                     settings.webhook_allow_private, settings.delivery_prefixes,
+                     allowed_hosts(settings.host, settings.allowed_hosts))
     add_time_travel(app, store, settings.overlay, settings.archive_dir, settings.bootstrap_servers)
     add_queries(app, store, settings.overlay, settings.archive_dir)
     add_deliveries(app, store, settings.bootstrap_servers)
@@ -79,7 +83,7 @@ def build_app(settings: ServiceSettings):
 
 def serve(settings: ServiceSettings) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    uvicorn.run(build_app(settings), host=settings.host, port=settings.port, log_level="warning")
+    make_server(build_app(settings), settings.host, settings.port, settings.http).run()
 
 
 class BackgroundServer:
@@ -87,8 +91,7 @@ class BackgroundServer:
 
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
-        self.server = uvicorn.Server(uvicorn.Config(build_app(settings), host=settings.host,
-                                                    port=settings.port, log_level="warning"))
+        self.server = make_server(build_app(settings), settings.host, settings.port, settings.http)
         self.thread = threading.Thread(target=self.server.run, name="onyx-registration", daemon=True)
 
     @property

@@ -187,7 +187,8 @@ class SourceAccess:
 
 
 def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    """The SHA-256 of a token, as stored (a token from a JSON body may hold a lone surrogate)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _collision_key(topic: str) -> str:

@@ -74,9 +74,9 @@ class ReplayIn(BaseModel):
                          f"a window is at most {config.REPLAY_MAX_WINDOW_MS:,} ms wide (422)")
     source: str = Field(None, min_length=1, max_length=200, description="only this source's messages (default: "
                         "every source whose archive you may read)")
-    limit: int = Field(1000, ge=1, le=MAX_LISTED, description="at most this many matches (the rest: done.truncated)")
+    limit: JsonInt = Field(1000, ge=1, le=MAX_LISTED, description="at most this many matches (the rest: done.truncated)")
 
-    @field_validator("start", "end", mode="before")
+    @field_validator("start", "end", "limit", mode="before")
     @classmethod
     def _whole(cls, v: Any) -> Any:
         return whole_number(v)

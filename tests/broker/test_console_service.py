@@ -27,7 +27,8 @@ OPERATOR_PATHS = ("/console/overlay", "/console/figures", "/console/profiles", "
 def service(tmp_path, admin_token=ADMIN, allow_private=False):
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
     overlay = builtin()
-    app = create_app(store, overlay, RecordingSender(), admin_token=admin_token, webhook_allow_private=allow_private)
+    app = create_app(store, overlay, RecordingSender(), admin_token=admin_token, webhook_allow_private=allow_private,
+                     allowed_hosts=["testserver"])
     figures = Figures(lambda: FIGURES, every=0)
     add_console(app, store, overlay, figures, None)
     add_metrics(app, figures, store.profile_counts)

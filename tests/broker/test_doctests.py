@@ -18,7 +18,8 @@ MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscriber
            "broker.metadata.packets", "broker.metadata.broker_lmr", "broker.metadata.provider",
            "broker.metadata.client", "broker.registry.access", "broker.registry.app", "broker.registry.time_travel",
            "broker.registry.detached", "broker.registry.metadata_api", "broker.deploy.acls",
-           "broker.local.secret_files"]
+           "broker.local.secret_files",
+           "broker.registry.http", "broker.registry.hosts", "broker.registry.health"]
 
 
 @pytest.mark.parametrize("name", MODULES)

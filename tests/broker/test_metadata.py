@@ -203,7 +203,7 @@ def service(tmp_path):
     sender = Recorder()
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
     provider = MetadataProvider(sender, builtin(), batch_s=3600)  # batches only when a test flushes
-    app = create_app(store, builtin(), sender, metadata=provider)
+    app = create_app(store, builtin(), sender, metadata=provider, allowed_hosts=["testserver"])
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, sender, provider, store
 
@@ -281,7 +281,7 @@ def test_anonymous_metadata_subscriptions_share_the_anonymous_rate(tmp_path, mon
     monkeypatch.setattr(config, "ANONYMOUS_RATE", 0.001)  # refills nothing during the test
     monkeypatch.setattr(config, "ANONYMOUS_BURST", 2)
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), Recorder()), raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), Recorder(), allowed_hosts=["testserver"]), raise_server_exceptions=False)
     rule = {"rule": "search Source s register s where s.rate > 1"}
     # Each creates a subscriber and its Kafka topic, as POST /subscribers does: the same shared budget.
     statuses = [client.post("/metadata/subscriptions", json=rule).status_code for _ in range(3)]

@@ -29,7 +29,7 @@ ADMIN = "operator-secret"
 def api(tmp_path):
     sender = RecordingSender()
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), sender, admin_token=ADMIN), raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), sender, admin_token=ADMIN, allowed_hosts=["testserver"]), raise_server_exceptions=False)
     return client, sender, store
 
 
@@ -259,9 +259,9 @@ def test_brokers_health_and_openapi(api):
 
 def test_registrations_survive_a_restart(tmp_path):
     url = f"sqlite:///{tmp_path / 'onyx.db'}"
-    client = TestClient(create_app(Store(url), builtin(), RecordingSender()))
+    client = TestClient(create_app(Store(url), builtin(), RecordingSender(), allowed_hosts=["testserver"]))
     body = _register(client)
-    again = TestClient(create_app(Store(url), builtin(), RecordingSender()))
+    again = TestClient(create_app(Store(url), builtin(), RecordingSender(), allowed_hosts=["testserver"]))
     # The profile, its token and its subscriber's token all survive.
     assert again.get(f"/profiles/{body['profile_id']}", headers=_as(body["token"])).json()["text"] == \
         "/nitf/head/title"

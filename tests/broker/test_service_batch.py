@@ -79,7 +79,7 @@ def api(tmp_path):
     sender, admin = BatchSender(), Admin(refuse={"acl.refused"}, foreign={"alerts.foreign"})
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
     client = TestClient(create_app(store, builtin(), sender, topic_admin=admin, metadata=_own_metadata(),
-                                   delivery_prefixes=PREFIXES), raise_server_exceptions=False)
+                                   delivery_prefixes=PREFIXES, allowed_hosts=["testserver"]), raise_server_exceptions=False)
     sender.sent.clear()  # the default source's catalog packets, sent at start
     return client, sender, store, admin
 
@@ -181,7 +181,7 @@ def test_a_malformed_body_is_422_and_registers_nothing(api, payload):
 def test_a_body_over_the_limit_is_413_before_it_is_read(tmp_path, monkeypatch):
     monkeypatch.setattr(broker.registry.app, "MAX_BATCH_BYTES", 1000)
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), BatchSender()))
+    client = TestClient(create_app(store, builtin(), BatchSender(), allowed_hosts=["testserver"]))
     r = _batch(client, [{"text": f"/nitf/p{i}"} for i in range(100)])
     assert r.status_code == 413 and "1,000" in r.json()["detail"]
     assert store.list_profiles() == []
@@ -297,7 +297,7 @@ def test_requests_without_a_token_share_one_rate_bucket(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "ANONYMOUS_RATE", 0.001)  # refills nothing during the test
     monkeypatch.setattr(config, "ANONYMOUS_BURST", 5)
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), BatchSender()), raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), BatchSender(), allowed_hosts=["testserver"]), raise_server_exceptions=False)
     assert _batch(client, [{"text": "/a"}] * 3).json()["registered"] == 3  # one new subscriber, 3 from the bucket
     assert client.post("/profiles", json={"text": "/b"}).status_code == 201  # another one: 4
     token = client.post("/subscribers").json()["token"]  # a new subscriber takes one too: 5
@@ -325,7 +325,8 @@ def test_a_topic_kafka_refuses_fails_the_items_naming_it_and_is_not_claimed(api)
 
 def test_a_sender_without_batches_gets_the_packets_one_by_one(tmp_path):
     sender = OnlySend()
-    client = TestClient(create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), sender))
+    client = TestClient(create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), sender,
+                                   allowed_hosts=["testserver"]))
     sender.sent.clear()
     body = _batch(client, [{"text": "/a", "near": "b3"}, {"text": "/b", "near": "b4"}]).json()
     assert body["registered"] == 2

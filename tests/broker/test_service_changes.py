@@ -29,7 +29,8 @@ def _own_metadata():
 @pytest.fixture
 def batch_api(tmp_path):
     sender, store = BatchSender(), Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    client = TestClient(create_app(store, builtin(), sender, topic_admin=Admin(), metadata=_own_metadata()), raise_server_exceptions=False)
+    client = TestClient(create_app(store, builtin(), sender, topic_admin=Admin(), metadata=_own_metadata(),
+                                   allowed_hosts=["testserver"]), raise_server_exceptions=False)
     sender.sent.clear()  # the default source's catalog packets, sent at start
     return client, sender, store, None
 

@@ -35,7 +35,8 @@ class Clock:
 
 def _service(tmp_path, **kwargs) -> tuple[TestClient, Store]:
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    return TestClient(create_app(store, builtin(), BatchSender(), topic_admin=Admin(), **kwargs),
+    return TestClient(create_app(store, builtin(), BatchSender(), topic_admin=Admin(), **kwargs,
+                                 allowed_hosts=["testserver"]),
                       raise_server_exceptions=False), store
 
 

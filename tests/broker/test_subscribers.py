@@ -49,7 +49,7 @@ def svc(tmp_path):
     sender, admin = RecordingSender(), RecordingAdmin(existing={"alerts.someone-elses"})
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
     client = TestClient(create_app(store, builtin(), sender, topic_admin=admin, delivery_prefixes=PREFIXES,
-                                   admin_token=ADMIN), raise_server_exceptions=False)
+                                   admin_token=ADMIN, allowed_hosts=["testserver"]), raise_server_exceptions=False)
     return client, sender, admin, store
 
 
@@ -154,7 +154,7 @@ def test_every_internal_topic_is_refused_with_a_reason_and_nothing_is_stored(svc
 @pytest.mark.parametrize("topic", ["__consumer_offsets", "onyx.src.news", "onyx.profiles", "onyx.broker.b1"])
 def test_no_operator_prefix_opens_kafkas_or_the_overlays_own_topics(tmp_path, topic):
     client = TestClient(create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), RecordingSender(),
-                                   topic_admin=RecordingAdmin(), delivery_prefixes=("__", "onyx.")),
+                                   topic_admin=RecordingAdmin(), delivery_prefixes=("__", "onyx."), allowed_hosts=["testserver"]),
                         raise_server_exceptions=False)
     r = client.post("/profiles", json={"text": "/nitf", "delivery": {"topic": topic}})
     assert r.status_code == 422 and topic in r.json()["detail"], r.text
@@ -204,7 +204,7 @@ def test_a_topic_outside_the_namespace_and_the_prefixes_is_422(svc):
         assert r.status_code == 422 and "outside your namespace" in r.json()["detail"], (topic, r.text)
     _nothing_stored(store, sender, admin, before)
     # Without prefixes (the default), only the namespace is open.
-    bare = TestClient(create_app(Store("sqlite://"), builtin(), RecordingSender(), topic_admin=RecordingAdmin()),
+    bare = TestClient(create_app(Store("sqlite://"), builtin(), RecordingSender(), topic_admin=RecordingAdmin(), allowed_hosts=["testserver"]),
                       raise_server_exceptions=False)
     assert bare.post("/profiles", json={"text": "/nitf", "delivery": {"topic": "alerts.sf"}}).status_code == 422
     sub = bare.post("/subscribers").json()
@@ -305,7 +305,7 @@ def test_stored_profiles_with_internal_topics_are_refused_at_start_up(tmp_path, 
             tx.add_profile(ProfileRecord(pid, "/nitf", "b4", topic, 3), f"t-{pid}")
     sender = RecordingSender()
     with caplog.at_level(logging.WARNING, logger="onyx.service"):
-        client = TestClient(create_app(Store(url), builtin(), sender, admin_token=ADMIN))
+        client = TestClient(create_app(Store(url), builtin(), sender, admin_token=ADMIN, allowed_hosts=["testserver"]))
     operator = {"X-Onyx-Admin-Token": ADMIN}
     for pid in ("loop", "state", "kafka"):
         assert client.get(f"/profiles/{pid}", headers=operator).status_code == 404
@@ -332,7 +332,7 @@ def test_a_database_from_before_subscribers_is_upgraded_in_place(tmp_path):
                          (pid, topic, hash_token(f"tok-{pid}")))
     client = TestClient(create_app(Store(f"sqlite:///{db}"), builtin(), RecordingSender(),
                                    topic_admin=RecordingAdmin(), delivery_prefixes=("legacy.", "new."),
-                                   admin_token=ADMIN), raise_server_exceptions=False)
+                                   admin_token=ADMIN, allowed_hosts=["testserver"]), raise_server_exceptions=False)
     view = client.get("/profiles/old1", headers={"X-Onyx-Token": "tok-old1"}).json()
     assert view["delivery_topic"] == "onyx.deliver.b4" and view["subscriber_id"] is None
     assert client.get("/profiles/old1", headers={"X-Onyx-Admin-Token": ADMIN}).json() == view

@@ -68,7 +68,7 @@ def world(tmp_path):
     archive_rows(root, source_rows(docs))
     sender = Sender()
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    app = create_app(store, builtin(), sender, admin_token=ADMIN)
+    app = create_app(store, builtin(), sender, admin_token=ADMIN, allowed_hosts=["testserver"])
     add_time_travel(app, store, builtin(), root)
     w = World(TestClient(app, raise_server_exceptions=False), docs, root, sender, store)
     return w
@@ -252,7 +252,7 @@ def test_profile_history_active_profiles_and_recipients(world):
 
 def test_without_an_archive_the_operations_answer_503(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
-    app = create_app(store, builtin(), Sender())
+    app = create_app(store, builtin(), Sender(), allowed_hosts=["testserver"])
     add_time_travel(app, store, builtin(), None)
     client = TestClient(app, raise_server_exceptions=False)
     token = {"X-Onyx-Subscriber-Token": client.post("/subscribers").json()["token"]}
@@ -392,5 +392,5 @@ def test_an_operator_registers_publishers_whose_sources_are_theirs(world):
     news = {s["source_id"]: s for s in client.get("/sources", headers=OPERATOR).json()}["news"]
     assert news["publisher_id"] is None and news["public"] is False
     # Without an operator token configured, no one registers publishers.
-    bare = create_app(Store("sqlite://"), builtin(), Sender())
+    bare = create_app(Store("sqlite://"), builtin(), Sender(), allowed_hosts=["testserver"])
     assert TestClient(bare).post("/publishers", headers=OPERATOR).status_code == 401

@@ -21,7 +21,8 @@ class Sink:
 
 @pytest.fixture
 def client(tmp_path):
-    app = create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), Sink(), placement="pep")
+    app = create_app(Store(f"sqlite:///{tmp_path / 'onyx.db'}"), builtin(), Sink(), placement="pep",
+                     allowed_hosts=["testserver"])
     return TestClient(app, raise_server_exceptions=False)
 
 
@@ -54,8 +55,9 @@ def test_profiles_without_equalities_are_spread_by_load(client):
 
 
 def test_each_overlay_gets_its_own_pep_state(tmp_path):
-    a = TestClient(create_app(Store("sqlite://"), builtin(), Sink(), placement="pep"))
-    b = TestClient(create_app(Store(f"sqlite:///{tmp_path / 'b.db'}"), builtin(), Sink(), placement="pep"))
+    a = TestClient(create_app(Store("sqlite://"), builtin(), Sink(), placement="pep", allowed_hosts=["testserver"]))
+    b = TestClient(create_app(Store(f"sqlite:///{tmp_path / 'b.db'}"), builtin(), Sink(), placement="pep",
+                              allowed_hosts=["testserver"]))
     for i in range(4):
         a.post("/profiles", json={"text": f"/nitf[@version = 'v{i}']"})
     first_b = b.post("/profiles", json={"text": "/nitf[@version = 'v9']"}).json()["host_broker"]
@@ -66,7 +68,8 @@ AREAS = ["SF", "NY", "LA", "Paris", "Oslo", "Lima"]
 
 
 def _admin_client(store, sink, token="s3cret"):
-    return TestClient(create_app(store, builtin(), sink, placement="pep", admin_token=token),
+    return TestClient(create_app(store, builtin(), sink, placement="pep", admin_token=token,
+                                 allowed_hosts=["testserver"]),
                       raise_server_exceptions=False)
 
 
