@@ -23,7 +23,9 @@ Rows, each measured in this run:
 Inputs: valid DTDs and XML Schemas rendered from the NITF-like schema ``yfilter.generators``
 ships (:func:`render_dtd`, :func:`render_xsd`: every attribute type and default, comments,
 a parameter entity, notations; its elements repeated with numbered names up to each size),
-and :data:`ADVERSARIAL`, one DTD per way the old expressions were made to backtrack. The
+and :data:`ADVERSARIAL`, one DTD per way the old expressions were made to backtrack (and
+:data:`ADVERSARIAL_XSD`, XML Schema documents built to stress lxml's parse: only "after",
+which is lxml's parse with the limits of ``formats.message.parse_xml``). The
 metric is CPU time of one call (``time.process_time``: the service holds the GIL for all
 of it), the median of ``--reps`` calls; ratios before/after and after/lxml at each size.
 Prints a table, writes ``bench/results/schema.json`` and a PNG.
@@ -217,7 +219,18 @@ ADVERSARIAL: dict[str, Callable[[int], bytes]] = {
     "nested content models": lambda size: _DECLARED + b"<!ELEMENT b " + b"(" * (size // 2) + b")" * (size // 2) + b">",
 }
 """DTDs that made the old expressions backtrack (the first is the reported attack: 6 KB
-took half a second of CPU), or that stress a scanner: each a function of the size."""
+took 0.4 s of CPU), or that stress a scanner: each a function of the size."""
+
+_XS = b'<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema"'
+ADVERSARIAL_XSD: dict[str, Callable[[int], bytes]] = {
+    "XSD: nested elements": lambda size: _XS + b">" + b"<a>" * (size // 7) + b"</a>" * (size // 7) + b"</xs:schema>",
+    "XSD: attributes of one element": lambda size: _XS + b"".join(b' a%d=""' % i for i in range(size // 9)) + b"/>",
+    "XSD: namespaces of one element": lambda size: _XS + b"".join(
+        b' xmlns:p%d="u"' % i for i in range(size // 15)) + b"/>",
+    "XSD: unnamed declarations": _repeat(_XS + b">", b'<xs:element ref="a"/>', b"</xs:schema>"),
+}
+"""XML Schema documents against lxml's parse (depth beyond 256 is refused; attribute and
+namespace checks that were quadratic in old libxml2 versions)."""
 
 
 # -- measuring ---------------------------------------------------------------------------
@@ -303,6 +316,8 @@ def run(sizes: tuple[int, ...], reps: int, budget: float) -> dict:
         res["valid"][kind] = measure(make, sizes, readers, reps, budget)
     for kind, make in ADVERSARIAL.items():
         res["adversarial"][kind] = measure(make, sizes, {"after": after, "before (regex)": before}, reps, budget)
+    for kind, make in ADVERSARIAL_XSD.items():
+        res["adversarial"][kind] = measure(make, sizes, {"after": after}, reps, budget)
     res["ratios"] = ratios(res, max(sizes))
     return res
 

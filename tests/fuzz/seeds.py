@@ -6,7 +6,7 @@ ones that once crashed, sit next to them in the corpus folder."""
 from __future__ import annotations
 
 import formats
-from bench.schema import ADVERSARIAL, render_dtd, render_xsd
+from bench.schema import ADVERSARIAL, ADVERSARIAL_XSD, render_dtd, render_xsd
 from formats import Message
 from tests.fuzz import targets
 from yfilter.generators.schema import Schema
@@ -60,13 +60,14 @@ SCHEMA_TEXTS = [
 
 def schemas() -> dict[str, bytes]:
     """Valid DTDs and XML Schemas (a few elements of the NITF-like schema, as
-    ``bench.schema`` renders them), hand-written ones, and each adversarial DTD of
-    ``bench.schema`` at 1.5 KB (what made the old expressions backtrack)."""
+    ``bench.schema`` renders them), hand-written ones, and each adversarial DTD and XML
+    Schema of ``bench.schema`` at 1.5 KB (the DTDs made the old expressions backtrack)."""
     nitf = Schema.nitf()
     few = Schema(nitf.root, dict(list(nitf.elements.items())[:10]))
     out = {f"text-{i}": text for i, text in enumerate(SCHEMA_TEXTS)}
     out |= {"dtd": render_dtd(few), "xsd": render_xsd(few), "xsd-target": render_xsd(few, target="urn:onyx:t")}
     out |= {f"adversarial-{i}": make(1500) for i, make in enumerate(ADVERSARIAL.values())}
+    out |= {f"adversarial-xsd-{i}": make(1500) for i, make in enumerate(ADVERSARIAL_XSD.values())}
     return out
 
 
