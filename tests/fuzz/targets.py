@@ -13,9 +13,10 @@ What each one holds the code to:
 * :func:`schema` -- a source's schema (DTD or XML Schema text), as ``POST /sources``
   receives it. Learning the source's dictionary from it (what the service runs per
   request) either succeeds or raises :class:`formats.FormatError`, within the per-input
-  CPU limit; the dictionary's names are valid and distinct; a DTD's declarations are read
-  as the regular expressions :mod:`formats.dtd` replaced read them (on inputs small
-  enough for those, whose cost was quadratic).
+  CPU limit; ``schema_names`` gives valid, distinct names, the dictionary's (or refuses
+  the schema as it did); a DTD's declarations are read as the regular expressions
+  :mod:`formats.dtd` replaced read them (on inputs small enough for those, whose cost
+  was quadratic).
 * :func:`message` -- XML text, as a publisher sends it. The engine (the C matcher
   reading lxml's tree, and the Python runtime) and ``formats.decode("text", ...)``
   refuse exactly what lxml's secure parser refuses (plus entity references, which
@@ -44,7 +45,8 @@ from lxml import etree
 
 import formats
 from bench.schema import before_declared
-from formats import DictionaryStore, FormatError, PacketHeader, learn_dictionary
+from formats import DictionaryStore, FormatError, PacketHeader, learn_dictionary, schema_names
+from formats.dictionary import MAX_NAMES
 from formats.dtd import attlist_bodies, attribute_names, element_names
 from formats.message import MAX_MESSAGE_BYTES
 from formats.names import check_name
@@ -302,9 +304,13 @@ def schema(data: bytes) -> None:
     text = data.decode("utf-8", "surrogateescape")
     learned = within_limit(lambda: _outcome(
         lambda: learn_dictionary("s", [], schema=text, train_zstd=False), allowed=FormatError))
-    if not isinstance(learned, FormatError):
-        assert all(check_name(name) for name in learned.names)
-        assert len(set(learned.names)) == len(learned.names)
+    names = _outcome(schema_names, text, allowed=FormatError)
+    if isinstance(names, FormatError):
+        assert isinstance(learned, FormatError), learned
+    else:
+        assert all(check_name(name) for name in names) and len(set(names)) == len(names), names
+        if len(names) <= MAX_NAMES:
+            assert not isinstance(learned, FormatError) and learned.names == tuple(names), learned
     if len(data) <= BEFORE_MAX:
         read = element_names(data), [attribute_names(body) for body in attlist_bodies(data)]
         assert read == before_declared(data), read
