@@ -72,36 +72,33 @@ class _NextMatch:
 
 
 class _Bodies:
-    """Where a body read from a given position ends. A walk from a position is the same
-    from every ``>`` or quote it stops at, so each one's outcome is kept: walks from many
-    unterminated ``<!ATTLIST`` (the attack) share their tails instead of each reading
-    to the end of the text."""
+    """Where a body read from a given position ends. Walks that reach the same ``>`` or
+    quote outside literals go on the same way from there, and a walk that ends ends an
+    attribute list: no later walk starts before that end. So a stop that an earlier walk
+    reached means a body that never ends, and each stop is walked from once: walks from
+    many unterminated ``<!ATTLIST`` (the attack) share their tails instead of each reading
+    to the end of the text, for one byte of memory per byte of text."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.first_stop = _NextMatch(data, _STOP)
-        self.ends: dict[int, int] = {len(data): -1}  # stop -> its body's '>', or -1 if none
+        self.reached = bytearray(len(data) + 1)
+        self.reached[len(data)] = 1  # the end of the text: no '>' there
 
     def end(self, stop: int) -> int:
         """The position of the ``>`` that ends a body reaching ``stop`` (a ``>`` or a
         quote, or the text's length) outside literals, or -1 if the body never ends."""
-        data, ends = self.data, self.ends
-        walked = []
-        while stop not in ends:
-            walked.append(stop)
+        data, reached = self.data, self.reached
+        while not reached[stop]:
+            reached[stop] = 1
             if data[stop] == 0x3E:  # '>'
-                ends[stop] = stop
-                break
+                return stop
             closing = data.find(data[stop:stop + 1], stop + 1)
             if closing < 0:
-                ends[stop] = -1
-                break
+                return -1
             m = _STOP.search(data, closing + 1)
             stop = m.start() if m else len(data)
-        result = ends[stop]
-        for s in walked:
-            ends[s] = result
-        return result
+        return -1
 
 
 def attlist_bodies(data: bytes) -> Iterator[bytes]:
