@@ -132,16 +132,20 @@ def attribute_names(body: bytes) -> list[bytes]:
     """The names of the attribute definitions in an attribute list's body, in order
     (see the module's docstring)."""
     # Linear: a name is searched for once (a failed definition skips it), the white
-    # space after it is its own, the ')' of enumerations is asked for at increasing
-    # positions (definitions are tried left to right, and one that fails inside an
-    # enumeration resumes inside it), and what follows a type is read once per place
-    # a type ends (many enumerations may end at one ')').
+    # space after it is its own, and both the ')' of enumerations and the places where
+    # types end are met at increasing positions (definitions are tried left to right;
+    # one that fails in an enumeration resumes inside it): the ')' is searched for once
+    # per stretch, and what follows a type is read once per place a type ends (many
+    # enumerations may end at one ')').
     names = []
     close_paren = _NextMatch(body, _CLOSE_PAREN)
-    defaults: dict[int, int] = {}  # where a type ends -> where the default after it ends, or -1
+    type_end = default_end = -1
     pos = 0
     while (name := _ATTDEF_NAME.search(body, pos)) is not None:
-        end = _definition_end(body, name.end(), close_paren, defaults)
+        typed = _type_end(body, name.end(), close_paren)
+        if typed >= 0 and typed != type_end:
+            type_end, default_end = typed, _default_end(body, typed)
+        end = default_end if typed >= 0 else -1
         if end < 0:
             pos = name.end()  # from any later character of the name it ends the same way
         else:
@@ -150,21 +154,15 @@ def attribute_names(body: bytes) -> list[bytes]:
     return names
 
 
-def _definition_end(body: bytes, i: int, close_paren: _NextMatch, defaults: dict[int, int]) -> int:
-    """Where the definition whose name ends at ``i`` ends, or -1 if it is none."""
+def _type_end(body: bytes, i: int, close_paren: _NextMatch) -> int:
+    """Where the white space and type after a name ending at ``i`` end, or -1."""
     m = _ATTDEF_TYPE.match(body, i)
     if m is None:
         return -1
-    type_end = m.end()
-    if body[type_end - 1] == 0x28:  # '(': an enumeration, up to the next ')'
-        type_end = close_paren(type_end) + 1
-        if type_end > len(body):
-            return -1
-    # Enumerations opened at different places end at the same ')': what follows it
-    # is read once.
-    if type_end not in defaults:
-        defaults[type_end] = _default_end(body, type_end)
-    return defaults[type_end]
+    if body[m.end() - 1] != 0x28:  # '(': an enumeration, up to the next ')'
+        return m.end()
+    close = close_paren(m.end())
+    return close + 1 if close < len(body) else -1
 
 
 def _default_end(body: bytes, i: int) -> int:
