@@ -344,15 +344,18 @@ def ratios(res: dict, largest: int) -> dict:
 
 
 def table(res: dict) -> str:
-    sizes = res["config"]["sizes"]
-    lines = [f"CPU ms per call (median of {res['config']['reps']}) by nominal schema size (valid schemas: whole "
-             f"copies, so at least one); '>' = stopped after a call over {res['config']['before_budget_s']} s",
+    sizes, budget = res["config"]["sizes"], res["config"]["before_budget_s"] * 1000
+    lines = [f"CPU ms per call (median of {res['config']['reps']}) by nominal schema size; '>' = the row stopped "
+             f"after a call over {budget / 1000:g} s, '=' = the same input as the size before (a valid schema "
+             "is whole copies)",
              f"{'input: reader':46} " + " ".join(f"{s:>10,}" for s in sizes)]
     for group in ("valid", "adversarial"):
         lines.append(f"-- {group}")
         for kind, rows in res[group].items():
             for reader, row in rows.items():
-                cells = [f"{row[str(s)]['ms']:>10.2f}" if str(s) in row else f"{'>':>10}" for s in sizes]
+                stopped = any(p["ms"] > budget for p in row.values())
+                cells = [f"{row[str(s)]['ms']:>10.2f}" if str(s) in row else f"{'>' if stopped else '=':>10}"
+                         for s in sizes]
                 lines.append(f"{(kind + ': ' + reader)[:46]:46} " + " ".join(cells))
     for key, value in res["ratios"].items():
         if "extrapolated" in key:
@@ -369,11 +372,13 @@ def plot(res: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(15, 6))
     styles = {"after": "-", "before (regex)": "--", "lxml": ":"}
+    colors = plt.get_cmap("tab20").colors
     for ax, group in zip(axes, ("valid", "adversarial")):
         for i, (kind, rows) in enumerate(res[group].items()):
             for reader, row in rows.items():
                 points = sorted((p["bytes"], max(p["ms"], 1e-3)) for p in row.values())
-                ax.plot(*zip(*points), styles[reader], color=f"C{i}", marker="o", ms=3, label=f"{kind}: {reader}")
+                ax.plot(*zip(*points), styles[reader], color=colors[i % len(colors)], marker="o", ms=3,
+                        label=f"{kind}: {reader}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("schema size (bytes)")
