@@ -82,12 +82,14 @@ test: setup k8s-validate kcat chromium
 
 # Coverage-guided fuzzing (tests/fuzz): each target for FUZZ_SECONDS, one after the
 # other; inputs that add coverage are merged into tests/fuzz/corpus/ (commit them),
-# crashes land in .run/fuzz/artifacts/. FUZZ_ASAN=1 runs the C matcher built with
-# AddressSanitizer and UBSan. `make test` runs a short seeded round.
-FUZZ_SECONDS ?= 300
-FUZZ_ASAN    ?=
+# crashes land in .run/fuzz/artifacts/ (so does an input whose parse in the schema or
+# profile target takes over FUZZ_CPU_LIMIT_MS of CPU). FUZZ_ASAN=1 runs the C matcher
+# built with AddressSanitizer and UBSan. `make test` runs a short seeded round.
+FUZZ_SECONDS      ?= 300
+FUZZ_ASAN         ?=
+FUZZ_CPU_LIMIT_MS ?= 100
 fuzz: venv
-	@$(PY) -m tests.fuzz --max-time $(FUZZ_SECONDS) --grow $(if $(FUZZ_ASAN),--asan)
+	@$(PY) -m tests.fuzz --max-time $(FUZZ_SECONDS) --grow --cpu-limit-ms $(FUZZ_CPU_LIMIT_MS) $(if $(FUZZ_ASAN),--asan)
 
 clean:
 	rm -rf .run deploy/jvm/lib deploy/jvm/target deploy/jvm/*/target

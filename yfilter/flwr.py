@@ -475,6 +475,7 @@ class _ReturnParser:
             raise ProfileError("CDATA sections are not supported in constructors", start + 1)
         tag = self.name("an element name after '<'")
         attrs: list[AttrTemplate] = []
+        seen: set[str] = set()  # their names: one lookup per attribute (a scan of attrs was quadratic)
         while True:
             had_ws = self.pos < len(self.text) and self.text[self.pos] in _WS
             self.skip_ws()
@@ -489,17 +490,18 @@ class _ReturnParser:
             if not had_ws:
                 raise ProfileError(f"expected whitespace, '>' or '/>' in <{tag}>",
                                    self.pos + 1)
-            attrs.append(self.attribute(tag, attrs))
+            attrs.append(self.attribute(tag, seen))
         content = self.content(tag, start)
         return self.checked(Constructor(tag, tuple(attrs), content), start)
 
-    def attribute(self, tag: str, seen: list[AttrTemplate]) -> AttrTemplate:
+    def attribute(self, tag: str, seen: set[str]) -> AttrTemplate:
         at = self.pos
         name = self.name(f"an attribute name in <{tag}>")
         if name == "xmlns":
             raise ProfileError("namespace declarations are not supported in constructors", at + 1)
-        if any(a.name == name for a in seen):
+        if name in seen:
             raise ProfileError(f"duplicate attribute '{name}'", at + 1)
+        seen.add(name)
         self.skip_ws()
         if not self.text.startswith("=", self.pos):
             raise ProfileError(f"expected '=' after attribute '{name}'", self.pos + 1)

@@ -26,3 +26,20 @@ def test_quick_run_writes_results(tmp_path) -> None:
                     "stream: of which columns"} <= set(match["breakdown_us"])
     assert {"speedup_paths", "speedup_predicates"} <= set(results["targets"])
     assert (tmp_path / "formats.png").stat().st_size > 10_000
+
+
+def test_schema_tiny_run_writes_every_row_and_the_plot(tmp_path, capsys) -> None:
+    from bench import schema as bench_schema
+
+    out = tmp_path / "schema.json"
+    assert bench_schema.main(["--sizes", "1000", "3000", "--reps", "1", "--before-budget", "0.2",
+                              "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["adversarial"]) == set(bench_schema.ADVERSARIAL) | set(bench_schema.ADVERSARIAL_XSD)
+    assert all(set(rows) == {"after", "before (regex)"} and rows["after"] for kind, rows in res["adversarial"].items()
+               if kind in bench_schema.ADVERSARIAL)
+    assert set(res["valid"]["DTD (NITF-like)"]) == {"after", "lxml", "before (regex)"}
+    assert set(res["valid"]["XML Schema (NITF-like)"]) == {"after", "lxml"}
+    assert "attlist name without >: before/after" in res["ratios"]
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert "before (regex)" in capsys.readouterr().out

@@ -12,7 +12,10 @@ merged into it afterwards (libFuzzer's ``-merge=1``; commit them). A crash, an
 exception the target does not allow, a hang (``--timeout`` seconds on one input) or
 memory beyond ``--rss-limit-mb`` stops the target's run; libFuzzer writes the input
 as ``crash-...``, ``timeout-...`` or ``oom-...`` in the artifacts folder and the
-command exits non-zero. Replay one with ``python -m tests.fuzz TARGET FILE``.
+command exits non-zero. Replay one with ``python -m tests.fuzz TARGET FILE``. The
+``schema`` and ``profile`` targets also hold each input's parse to a CPU time limit
+(``--cpu-limit-ms``, 100 by default; see :mod:`tests.fuzz.limit`): a slower input is a
+crash (``SlowInput``), saved as ``crash-...`` the same way.
 
 Python code of ``yfilter``, ``formats`` and the targets is instrumented for coverage;
 the C matcher (``yfilter/_matcher``) and lxml run uninstrumented inside the same
@@ -37,12 +40,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.fuzz.limit import LIMIT_ENV
+
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 DICTS = HERE / "dicts"
 REPO = HERE.parents[1]
 WORK = REPO / ".run" / "fuzz"
-TARGET_NAMES = ("profile", "message", "payload", "header")
+TARGET_NAMES = ("profile", "message", "payload", "header", "schema")
 """The names of :data:`tests.fuzz.targets.TARGETS`, known without importing them."""
 MAX_LEN = 4096
 """Longest input libFuzzer makes up (bytes): the corpus stays small, and every bug
@@ -139,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="libFuzzer's random seed")
     parser.add_argument("--timeout", type=int, default=30, help="seconds one input may take")
     parser.add_argument("--rss-limit-mb", type=int, default=2048, help="memory a run may use")
+    parser.add_argument("--cpu-limit-ms", type=int, default=None,
+                        help="CPU ms one input's parse may take in the schema and profile targets (default 100)")
     parser.add_argument("--work", type=Path, default=WORK, help="where new inputs and crashes go")
     parser.add_argument("--grow", action="store_true",
                         help="merge inputs that add coverage into the committed corpus")
@@ -149,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.write_seeds:
         write_seeds()
         return 0
+    if opts.cpu_limit_ms is not None:  # the workers inherit it
+        os.environ[LIMIT_ENV] = str(opts.cpu_limit_ms)
     env = asan_environment(opts.work / "asan") if opts.asan else None
     names = opts.targets or list(TARGET_NAMES)
     files = [Path(n) for n in names[1:] if n not in TARGET_NAMES]

@@ -6,8 +6,10 @@ ones that once crashed, sit next to them in the corpus folder."""
 from __future__ import annotations
 
 import formats
+from bench.schema import ADVERSARIAL, ADVERSARIAL_XSD, render_dtd, render_xsd
 from formats import Message
 from tests.fuzz import targets
+from yfilter.generators.schema import Schema
 
 PROFILES = [
     *targets.FILTERS.values(),
@@ -39,6 +41,36 @@ HEADERS = [
 """Header lists in :func:`tests.fuzz.targets._headers`' spelling."""
 
 
+SCHEMA_TEXTS = [
+    b"""<!ENTITY % common "id ID #IMPLIED">
+<!ELEMENT nitf (head?, body)>
+<!ATTLIST nitf version CDATA #FIXED "-//IPTC//DTD NITF 3.6//EN" xml:lang NMTOKEN #IMPLIED %common;>
+<!ELEMENT head (title?)> <!ELEMENT title (#PCDATA)>
+<!ATTLIST title type (main|subtitle) 'main' x:odd CDATA #IMPLIED>""",
+    b"""<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema" targetNamespace="urn:t"
+    elementFormDefault="qualified" attributeFormDefault="unqualified">
+  <xs:element name="item"><xs:complexType><xs:sequence>
+    <xs:element name="title"/><xs:element ref="item"/><xs:element name="local" form="unqualified"/>
+  </xs:sequence><xs:attribute name="guid"/><xs:attribute name="q" form="qualified"/></xs:complexType></xs:element>
+  <xs:attribute name="global"/>
+</xs:schema>""",
+]
+"""Hand-written schemas: parameter entities, xml:lang, prefixes, forms, references."""
+
+
+def schemas() -> dict[str, bytes]:
+    """Valid DTDs and XML Schemas (a few elements of the NITF-like schema, as
+    ``bench.schema`` renders them), hand-written ones, and each adversarial DTD and XML
+    Schema of ``bench.schema`` at 1.5 KB (the DTDs made the old expressions backtrack)."""
+    nitf = Schema.nitf()
+    few = Schema(nitf.root, dict(list(nitf.elements.items())[:10]))
+    out = {f"text-{i}": text for i, text in enumerate(SCHEMA_TEXTS)}
+    out |= {"dtd": render_dtd(few), "xsd": render_xsd(few), "xsd-target": render_xsd(few, target="urn:onyx:t")}
+    out |= {f"adversarial-{i}": make(1500) for i, make in enumerate(ADVERSARIAL.values())}
+    out |= {f"adversarial-xsd-{i}": make(1500) for i, make in enumerate(ADVERSARIAL_XSD.values())}
+    return out
+
+
 def payloads() -> dict[str, bytes]:
     """Every document in every format, and base-format payloads behind a valid
     compression layer (see :func:`tests.fuzz.targets.payload`)."""
@@ -60,4 +92,5 @@ def starter_inputs() -> dict[str, dict[str, bytes]]:
         "message": {str(i): m for i, m in enumerate(MESSAGES)},
         "payload": payloads(),
         "header": {str(i): h for i, h in enumerate(HEADERS)},
+        "schema": schemas(),
     }

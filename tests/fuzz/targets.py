@@ -8,7 +8,15 @@ What each one holds the code to:
   runtimes either accept it or raise :class:`~yfilter.errors.ProfileError` with a
   column inside the text (never RecursionError, IndexError, ...); validate and add
   refuse exactly the same texts with the same error; an accepted profile matches a
-  few fixed documents as lxml evaluates it, on both runtimes.
+  few fixed documents as lxml evaluates it, on both runtimes. ``validate`` (what the
+  service runs per request) stays within the per-input CPU limit (:mod:`tests.fuzz.limit`).
+* :func:`schema` -- a source's schema (DTD or XML Schema text), as ``POST /sources``
+  receives it. Learning the source's dictionary from it (what the service runs per
+  request) either succeeds or raises :class:`formats.FormatError`, within the per-input
+  CPU limit; ``schema_names`` gives valid, distinct names, the dictionary's (or refuses
+  the schema as it did); a DTD's declarations are read as the regular expressions
+  :mod:`formats.dtd` replaced read them (on inputs small enough for those, whose cost
+  was quadratic).
 * :func:`message` -- XML text, as a publisher sends it. The engine (the C matcher
   reading lxml's tree, and the Python runtime) and ``formats.decode("text", ...)``
   refuse exactly what lxml's secure parser refuses (plus entity references, which
@@ -36,12 +44,17 @@ from typing import TypeVar
 from lxml import etree
 
 import formats
-from formats import DictionaryStore, FormatError, PacketHeader
+from bench.schema import before_declared
+from formats import DictionaryStore, FormatError, PacketHeader, learn_dictionary, schema_names
+from formats.dictionary import MAX_NAMES
+from formats.dtd import attlist_bodies, attribute_names, element_names
 from formats.message import MAX_MESSAGE_BYTES
+from formats.names import check_name
 from tests.formats.docgen import small_dictionary
 from tests.formats.infoset import check_invariants, infoset
+from tests.fuzz.limit import within_limit
 from tests.yfilter.oracle import disagreements, lxml_matches
-from yfilter import Engine, MessageError, ProfileError, validate
+from yfilter import Engine, MessageError, ProfileError, flwr, parser, validate
 from yfilter.flwr import is_flwr, parse_flwr
 from yfilter.parser import parse
 
@@ -122,12 +135,18 @@ def _xpath_of(text: str) -> str:
     return str(parse_flwr(text, NAMESPACES).filter_path()) if is_flwr(text) else text
 
 
+def _forget_parses() -> None:
+    """Empty the parsers' caches of recent profiles (a timed run must parse)."""
+    parser._parse_recent.cache_clear()
+    flwr._parse_recent.cache_clear()
+
+
 def profile(data: bytes) -> None:
     """A profile text: the input as UTF-8 (bytes that are not become lone
     surrogates, which a JSON body can carry too)."""
     text = data.decode("utf-8", "surrogateescape")
+    valid = within_limit(lambda: _outcome(validate, text, NAMESPACES, allowed=ProfileError), reset=_forget_parses)
     parsed = _outcome(_parse, text, allowed=ProfileError)
-    valid = _outcome(validate, text, NAMESPACES, allowed=ProfileError)
     if isinstance(parsed, ProfileError):
         assert _same_refusal(parsed, valid), (parsed, valid)
     native, python = Engine(NAMESPACES), Engine(NAMESPACES, runtime="python")
@@ -273,10 +292,35 @@ def header(data: bytes) -> None:
     _outcome(read.dictionary, _STORE, allowed=FormatError)
 
 
+# -- schemas of sources ---------------------------------------------------------------
+
+BEFORE_MAX = 1024
+"""Inputs up to this size are also read with the old expressions (slow beyond)."""
+
+
+def schema(data: bytes) -> None:
+    """A schema: the input as UTF-8 (bytes that are not become lone surrogates, which a
+    JSON body can carry too)."""
+    text = data.decode("utf-8", "surrogateescape")
+    learned = within_limit(lambda: _outcome(
+        lambda: learn_dictionary("s", [], schema=text, train_zstd=False), allowed=FormatError))
+    names = _outcome(schema_names, text, allowed=FormatError)
+    if isinstance(names, FormatError):
+        assert isinstance(learned, FormatError), learned
+    else:
+        assert all(check_name(name) for name in names) and len(set(names)) == len(names), names
+        if len(names) <= MAX_NAMES:
+            assert not isinstance(learned, FormatError) and learned.names == tuple(names), learned
+    if len(data) <= BEFORE_MAX:
+        read = element_names(data), [attribute_names(body) for body in attlist_bodies(data)]
+        assert read == before_declared(data), read
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "profile": profile,
     "message": message,
     "payload": payload,
     "header": header,
+    "schema": schema,
 }
 """Every fuzz target by name (the name of its corpus folder)."""

@@ -13,7 +13,7 @@ import pytest
 from tests.fuzz import run
 from tests.fuzz.targets import TARGETS
 
-SEEDED_RUNS = {"profile": 4000, "message": 3000, "payload": 20000, "header": 10000}
+SEEDED_RUNS = {"profile": 4000, "message": 3000, "payload": 20000, "header": 10000, "schema": 10000}
 """Inputs per target in the seeded run, the corpus replay included: a few seconds each
 on a shared 2-core machine."""
 SEED = 20240601

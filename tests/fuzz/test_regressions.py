@@ -1,7 +1,8 @@
 """What fuzzing found, one test each, with the input it found (the inputs are also in
 the corpus, ``tests/fuzz/corpus/<target>/regress-*``, so every fuzzing run starts
 from them). Before each fix the input crashed registration or matching with an
-exception other than ProfileError / MessageError / FormatError."""
+exception other than ProfileError / MessageError / FormatError, or took more than the
+per-input CPU limit (:mod:`tests.fuzz.limit`, which these tests hold them to as well)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 
 import formats
 from formats import FormatError, Message
+from bench.schema import ADVERSARIAL
 from tests.fuzz import run
+from tests.fuzz.limit import within_limit
 from tests.fuzz.targets import TARGETS
 from yfilter import Engine, ProfileError, validate
 
@@ -107,3 +110,31 @@ def test_an_element_without_namespace_inside_a_default_namespace_is_not_serializ
     # An undeclared default namespace (xmlns="") is what XML says for that.
     xml = b'<a xmlns="urn:u"><b xmlns=""><c/></b></a>'
     assert Message.from_xml(xml).to_xml() == xml
+
+
+def test_a_schema_with_a_lone_surrogate_is_a_format_error() -> None:
+    # Was UnicodeEncodeError from str.encode in schema_names (POST /sources answered
+    # 500): a JSON body's "\udcff" escape gives such a str.
+    text = (run.CORPUS / "schema" / "regress-lone-surrogate").read_bytes().decode("utf-8", "surrogateescape")
+    with pytest.raises(FormatError, match="lone surrogate"):
+        formats.learn_dictionary("s", [], schema=text, train_zstd=False)
+
+
+@pytest.mark.parametrize("kind", ADVERSARIAL)
+def test_adversarial_dtds_are_read_within_the_limit(kind: str) -> None:
+    # The reported attack and its kin (bench.schema.ADVERSARIAL): the regular
+    # expressions that read DTDs backtracked, 0.2 s of CPU on the 4 KB corpus input
+    # (regress-attlist-name-without-gt), 0.4-50 s on most of these at 64 KB;
+    # formats.dtd reads each in under 10 ms (bench.schema).
+    data = ADVERSARIAL[kind](64_000)
+    within_limit(lambda: formats.schema_names(data))
+
+
+def test_many_attributes_in_a_constructor_are_parsed_within_the_limit() -> None:
+    # Found measuring validate at the service's profile cap (100,000 characters),
+    # beyond the inputs libFuzzer makes up: each attribute of a FLWR constructor was
+    # checked against the ones before it by a scan (these 80,000 characters: 0.8 s of
+    # CPU, 20 ms now).
+    text = "for $n in $msg/a return <r " + " ".join(f"a{i}=''" for i in range(9000)) + "/>"
+    within_limit(lambda: validate(text))
+    assert _refused("for $n in $msg/a return <r a='' b='' a=''/>").column == 38
