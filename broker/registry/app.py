@@ -207,7 +207,7 @@ class DeliveryWithWebhook(Delivery):
     webhook: str | None = Field(None, min_length=1, max_length=2000, json_schema_extra={
         "format": "onyx-webhook"}, description=(
         "also POST each delivery to this http(s) URL, signed with the webhook_secret the registration returns "
-        "(X-Onyx-Signature: sha256=HMAC-SHA256(secret, '<X-Onyx-Timestamp>.<X-Onyx-Message-Id>.<body>')), "
+        "(X-Onyx-Signature: sha256=HMAC-SHA256(secret, '<X-Onyx-Timestamp>.<X-Onyx-Message-Id>\\n<body>')), "
         "retried with backoff, dead-lettered after the last attempt; a URL whose host resolves to a loopback, "
         "private, link-local or other non-public address (IPv6 forms with an IPv4 address inside included) is "
         "refused (422) unless the operator allows it. POST /profiles only"))

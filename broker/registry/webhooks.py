@@ -2,11 +2,12 @@
 (``"delivery": {"webhook": "https://..."}``).
 
 * **Signed.** Each POST carries ``X-Onyx-Signature: sha256=<hex>``, the HMAC-SHA256 of
-  ``<X-Onyx-Timestamp>.<X-Onyx-Message-Id>.<body>`` under the profile's webhook secret
+  ``<X-Onyx-Timestamp>.<X-Onyx-Message-Id>\\n<body>`` under the profile's webhook secret
   (returned once, as ``webhook_secret``, by ``POST /profiles``); the receiver recomputes it
   (:func:`sign`), refuses a timestamp too old, so a captured POST cannot be replayed later, and
   de-duplicates by the message id, which the signature covers so that a replayed body cannot
-  pass for a new message.
+  pass for a new message. A newline ends the message id: the header cannot hold one, so no id
+  and body can be cut apart differently under the same signature.
 * **Retried, then dead-lettered.** A POST that fails (no answer within ``ONYX_WEBHOOK_TIMEOUT``,
   or a status other than 2xx) is sent again after ``ONYX_WEBHOOK_BACKOFF`` seconds, doubling each
   time, ``ONYX_WEBHOOK_ATTEMPTS`` times in all; then the delivery record goes to
@@ -30,7 +31,7 @@ commits a partition's offset only past records that were POSTed or dead-lettered
 restarted service sends on from there; ``X-Onyx-Message-Id`` lets a receiver drop a repeat.
 
 >>> sign("s3cret", "1764115200", "src-0-41", b"<nitf/>")
-'sha256=26dbf2ed05e9632507de05b413386215625b3562b454ef1070bbf5ffc876e8ec'
+'sha256=b911be15a965353473055241dba9ef463ecbf3b1bddb066fa94c90b1afe0310c'
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ _HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
 def sign(secret: str, timestamp: str, message_id: str, body: bytes) -> str:
-    """The ``X-Onyx-Signature`` of a POST: HMAC-SHA256 of ``<timestamp>.<message id>.<body>`` under
-    ``secret``, the message id as sent in ``X-Onyx-Message-Id`` (see the module's example)."""
-    signed = f"{timestamp}.{message_id}.".encode() + body
+    """The ``X-Onyx-Signature`` of a POST: HMAC-SHA256 of ``<timestamp>.<message id>\\n<body>``
+    under ``secret``, the message id as sent in ``X-Onyx-Message-Id`` (see the module's example)."""
+    signed = f"{timestamp}.{message_id}\n".encode() + body
     return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
