@@ -389,10 +389,10 @@ def register_file(api_url: str, lines: list[tuple[int, str]], *, near: str | Non
                   delivery_topic: str | None = None, subscriber_token: str | None = None, batch: int = BATCH,
                   progress: bool = False, label: str = "profiles") -> FileRegistration:
     """Register ``(line number, profile)`` pairs with ``POST /profiles:batch``, ``batch``
-    at a time, all for one subscriber: ``subscriber_token``'s, or the one the first batch
-    creates (whose token the later batches send). A batch the service refuses as a whole
-    (Kafka down, say) stops the run with :class:`ApiError`, saying which lines were
-    registered before it."""
+    at a time, all for one subscriber: ``subscriber_token``'s, or a new one registered first
+    (``POST /subscribers``: a request without a token may carry only a few profiles). A batch
+    the service refuses as a whole (Kafka down, say) stops the run with :class:`ApiError`,
+    saying which lines were registered before it."""
     from tqdm import tqdm
 
     if not 1 <= batch <= BATCH:
@@ -401,6 +401,13 @@ def register_file(api_url: str, lines: list[tuple[int, str]], *, near: str | Non
     results: list[LineResult] = []
     subscriber_id, created = None, None
     start = time.monotonic()
+    if subscriber_token is None and lines:
+        try:
+            new = api("POST", f"{api_url}/subscribers")
+        except ApiError as exc:
+            raise ApiError(f"{exc} (lines {lines[0][0]}-{lines[-1][0]} not registered: no subscriber to register "
+                           "them for)") from None
+        subscriber_id, created = new["subscriber_id"], new["token"]
     with tqdm(total=len(lines), desc=f"registering {label}", unit="profile", disable=not progress) as bar:
         for at in range(0, len(lines), batch):
             chunk = lines[at:at + batch]
