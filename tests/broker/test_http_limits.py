@@ -9,6 +9,7 @@ the benchmark's; every loop is bounded, every socket closed."""
 from __future__ import annotations
 
 import doctest
+import json
 import socket
 import threading
 import time
@@ -189,6 +190,15 @@ def test_a_10_mb_schema_is_413_unread(service, health):
     got = big_body(service.settings.port, head, body, wait_close=20)
     assert got["status"] == 413 and f"{MAX_BODY_BYTES:,} bytes" in got["detail"] and got["closed"], got
     assert got["sent_bytes"] < len(body) / 2, got
+
+
+@pytest.mark.kafka
+def test_a_replay_window_of_2_to_the_53_ms_is_422_at_once(service, health):
+    body = json.dumps({"text": "/nitf", "from": 0, "to": 2**53 - 1}).encode()
+    head = request_bytes("POST", "/replay", {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                                             "X-Onyx-Admin-Token": ADMIN})
+    answer = exchange(service.settings.port, head + body)
+    assert answer.status == 422 and f"{config.REPLAY_MAX_WINDOW_MS:,} ms" in answer.json()["detail"]
 
 
 @pytest.mark.kafka

@@ -394,3 +394,63 @@ def test_an_operator_registers_publishers_whose_sources_are_theirs(world):
     # Without an operator token configured, no one registers publishers.
     bare = create_app(Store("sqlite://"), builtin(), Sender(), allowed_hosts=["testserver"])
     assert TestClient(bare).post("/publishers", headers=OPERATOR).status_code == 401
+
+
+def test_a_replay_read_slowly_does_not_hold_the_archive_s_lock(tmp_path):
+    """The archive is read apart from the answer (broker.registry.detached): while a client
+    reads nothing of a replay bigger than what the sockets buffer, the archive writer can take
+    its exclusive lock (on a real uvicorn server: only a real socket pushes back)."""
+    import fcntl
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    docs = [b"<nitf><head><title>t</title></head><body>" + b"<p>%d %s</p>" % (i, b"x" * 60_000) + b"</body></nitf>"
+            for i in range(100)]  # 6 MB of matches
+    root = tmp_path / "archive"
+    archive_rows(root, source_rows(docs))
+    store = Store(f"sqlite:///{tmp_path / 'onyx.db'}")
+    app = create_app(store, builtin(), Sender(), admin_token=ADMIN)
+    add_time_travel(app, store, builtin(), root)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)  # inherited by its connections: pushes back soon
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive()
+            time.sleep(0.05)
+        body = json.dumps({"text": "/nitf", "from": T0, "to": T0 + 10**6, "limit": 1000}).encode()
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a client reading nothing, soon full
+        client.connect(("127.0.0.1", port))
+        client.sendall(b"POST /replay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                       b"X-Onyx-Admin-Token: " + ADMIN.encode() + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while b'{"progress"' not in got:  # the answer has begun: the archive is being read
+            got += client.recv(4096)
+        deadline, taken = time.monotonic() + 30, False
+        with open(root / "news" / "0" / ".lock", "a") as handle:
+            while not taken and time.monotonic() < deadline:  # a liveness bound, not a timing
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    taken = True
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    time.sleep(0.1)
+        assert taken, "the replay held the archive's lock while its client was not reading"
+        client.settimeout(30)
+        while b'\r\n{"done"' not in got[-400:]:
+            more = client.recv(1 << 20)
+            assert more, "the answer ended early"
+            got += more
+        assert got.count(b'{"match"') == 100
+        client.close()
+    finally:
+        server.should_exit = True
+        thread.join(10)
