@@ -58,7 +58,8 @@ def operator_token(url: str) -> str | None:
 
 
 def api(method: str, url: str, body: dict | None = None, token: str | None = None,
-        subscriber_token: str | None = None, timeout: float = 30.0) -> dict | list | None:
+        subscriber_token: str | None = None, timeout: float = 30.0,
+        headers: dict[str, str] | None = None) -> dict | list | None:
     """One JSON request to the registration service, with a profile's ``token`` and/or a
     ``subscriber_token`` if given; :class:`ApiError` with the service's own message for a
     4xx/5xx answer. A 429 is waited out (its ``Retry-After``) and tried again, up to
@@ -66,8 +67,9 @@ def api(method: str, url: str, body: dict | None = None, token: str | None = Non
     401 (an operator's operation) goes again with this machine's :func:`operator_token`, if
     there is one: the ``onyx`` commands act as the operator of their own overlay, and as
     nobody else (an anonymous registration stays anonymous: the service admits no operator there)."""
+    given = headers or {}  # other credentials (a publisher's, the operator's), as headers
     headers = {"Content-Type": "application/json", **({"X-Onyx-Token": token} if token else {}),
-               **({"X-Onyx-Subscriber-Token": subscriber_token} if subscriber_token else {})}
+               **({"X-Onyx-Subscriber-Token": subscriber_token} if subscriber_token else {}), **given}
     data = json.dumps(body).encode() if body is not None else None
     attempt = 0
     while True:
@@ -77,7 +79,7 @@ def api(method: str, url: str, body: dict | None = None, token: str | None = Non
                 raw = resp.read()
             break
         except urllib.error.HTTPError as exc:
-            operator = operator_token(url) if exc.code == 401 and not (token or subscriber_token) else None
+            operator = operator_token(url) if exc.code == 401 and not (token or subscriber_token or given) else None
             if operator is not None and ADMIN_TOKEN_HEADER not in headers:
                 headers[ADMIN_TOKEN_HEADER] = operator
                 continue

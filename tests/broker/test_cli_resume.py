@@ -59,9 +59,10 @@ def test_down_and_up_keep_sources_profiles_and_deliveries_then_reset_wipes_them(
         onyx(env, "down")
 
     info = up(env)  # resumes
+    operator = {"X-Onyx-Admin-Token": (tmp_path / "run" / "admin-token").read_text().strip()}  # onyx up's, kept
     try:
-        assert api("GET", f"{info['api_url']}/profiles/{pid}")["host_broker"] == "b5"
-        brokers = {b["broker_id"]: b for b in api("GET", f"{info['api_url']}/brokers")}
+        assert api("GET", f"{info['api_url']}/profiles/{pid}", token=body["token"])["host_broker"] == "b5"
+        brokers = {b["broker_id"]: b for b in api("GET", f"{info['api_url']}/brokers", headers=operator)}
         assert "wire" in brokers["b3"]["sources"] and brokers["b5"]["profiles"] == 1
         # Kafka kept its records: the deliveries made before the restart are still there.
         old = TopicTail(info["bootstrap_servers"], [topic], from_start=True)
@@ -79,8 +80,8 @@ def test_down_and_up_keep_sources_profiles_and_deliveries_then_reset_wipes_them(
     assert "deleted 2 folder(s)" in onyx(env, "reset", "--yes").stdout
     info = up(env)
     try:
-        with pytest.raises(ApiError, match="404|no profile"):
-            api("GET", f"{info['api_url']}/profiles/{pid}")
+        with pytest.raises(ApiError, match="404|no profile"):  # the operator token survives a reset
+            api("GET", f"{info['api_url']}/profiles/{pid}", headers=operator)
     finally:
         onyx(env, "down")
     assert "nothing to reset" not in onyx(env, "reset", "--yes").stdout

@@ -70,7 +70,7 @@ def converge(info, api_url, subscriber_token, topic) -> None:
     """One probe profile per broker, registered after the others: when a marker message
     reaches every probe, every host's earlier routing deltas have reached the root too
     (a broker sends its deltas up in order)."""
-    brokers = [b["broker_id"] for b in api("GET", f"{api_url}/brokers")]
+    brokers = [b["broker_id"] for b in api("GET", f"{api_url}/brokers", subscriber_token=subscriber_token)]
     made = [api("POST", f"{api_url}/profiles", {"text": "/quote[@probe = 'yes']", "near": b},
                 subscriber_token=subscriber_token) for b in brokers]
     probes = {p["profile_id"]: p["token"] for p in made}

@@ -313,9 +313,10 @@ def test_brokers_learn_a_new_source_from_their_metadata_repositories_and_a_metad
               {"rule": "search Source s register s where s.schema.declares? = 'nitf' and s.rate > 100"})
     key = f"metadata:{sub['subscription_id']}".encode()
     dtd = "<!ELEMENT nitf (head, body)> <!ELEMENT head (title)> <!ELEMENT title (#PCDATA)> <!ELEMENT body ANY>"
+    # Public: a subscriber sees only the sources it may read (a private one's registration is its publisher's).
     fast = api("POST", f"{cluster.api_url}/sources", {"name": "wire fast", "rate": 500, "schema": dtd,
-                                                      "root_broker": "b3"})
-    slow = api("POST", f"{cluster.api_url}/sources", {"name": "wire slow", "rate": 5, "schema": dtd})
+                                                      "root_broker": "b3", "public": True})
+    slow = api("POST", f"{cluster.api_url}/sources", {"name": "wire slow", "rate": 5, "schema": dtd, "public": True})
     seen = _changes(cluster.bootstrap_servers, sub["topic"], key,
                     lambda rs: any(source_uri(fast["source_id"]) in r["matched"] for r in rs))
     assert any(source_uri(fast["source_id"]) in r["matched"] for r in seen), seen

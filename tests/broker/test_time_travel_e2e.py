@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker import cli, topics
+from broker import cli, config, topics
 from broker.clients import api
 from broker.local.cluster import LocalOverlay, OverlaySettings
 from broker.local.devcluster import KafkaDevCluster
@@ -27,14 +27,21 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 SOURCE = topics.source_topic("news")
 
 
+ADMIN = "time-travel-operator"
+
+
 @pytest.fixture(scope="module")
 def cluster(spark, tmp_path_factory):
+    """The overlay, with an operator token the test's clients use (as the ``onyx`` commands use
+    ``onyx up``'s): the archive of ``news`` (the operator's source) is the operator's to read."""
     kafka = KafkaDevCluster(name="timetravel", run_dir=tmp_path_factory.mktemp("tt-kafka")).start()
     c = LocalOverlay(builtin("figure4"), OverlaySettings(name="timetravel", bootstrap_servers=kafka.bootstrap_servers,
-                                                         archive=True), spark=spark)
-    c.start()
-    yield c
-    c.stop()
+                                                         archive=True, admin_token=ADMIN), spark=spark)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, "ADMIN_TOKEN", ADMIN)
+        c.start()
+        yield c
+        c.stop()
     kafka.stop()
 
 
@@ -143,6 +150,8 @@ def test_a_backfilled_subscriber_misses_nothing_at_the_seam(cluster):
     flowing.start()                                                  # across registration, backfill and seam
     time.sleep(1)
     profile = api("POST", f"{cluster.api_url}/profiles", {"text": text, "near": "b6"})
+    # Its subscriber may read news's archive once the operator grants it (without: nothing to backfill).
+    api("PUT", f"{cluster.api_url}/sources/news/grants/{profile['subscriber_id']}")
     done = api("POST", f"{cluster.api_url}/profiles/{profile['profile_id']}/backfill", {"since": since},
                token=profile["token"], timeout=200)
     flowing.join()
