@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -17,16 +15,9 @@ import pytest
 
 from broker import clients, config
 from broker.local import up
+from tests.broker.test_cli_overlay import onyx
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-def onyx(env, *args, timeout=300, check=True):
-    proc = subprocess.run([sys.executable, "-m", "broker.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    if check:
-        assert proc.returncode == 0, f"onyx {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 def test_the_operator_token_is_made_once_kept_private_and_the_environments_wins(tmp_path, monkeypatch):

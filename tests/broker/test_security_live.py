@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -35,18 +33,12 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.registry.access import CALLERS
+from tests.broker.test_cli_overlay import onyx
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 ADMIN = "security-test-operator-" + uuid.uuid4().hex
 NEWS = "news"  # the overlay's own source (the operator's, not public)
-
-
-def onyx(env: dict, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "broker.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode == 0, f"onyx {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
 
 
 @dataclass
