@@ -50,6 +50,30 @@ from routing.budget import Budget
 from routing.overlay import Overlay
 
 
+
+def routing_stats(state: BrokerState) -> dict[str, dict]:
+    """Per tree a broker is in (by root): the size of its routing table (``links``,
+    ``conjunctions``, ``atoms``, ``nfa_states``, ``guards``: what its children's
+    summaries add up to) and ``summary``, the size of what its parent holds for it
+    (with ``exact_*``, the exact queries below it, and ``budget``, its share).
+
+    >>> from routing.overlay import builtin
+    >>> s = BrokerState("b4", builtin("figure4"), Budget(atoms=10))
+    >>> routing_stats(s)["b1"]["summary"]["budget"]
+    'atoms=10'
+    """
+    out = {}
+    for root in sorted(set(state.tables) | set(state.overlay.roots)):
+        table = state.tables.get(root)
+        entry = table.stats() if table is not None else {"links": 0, "conjunctions": 0, "atoms": 0,
+                                                         "nfa_states": 0, "guards": 0}
+        summary = state.node.summary(root)
+        if summary is not None:
+            share = state.node.share(root)
+            entry["summary"] = {**summary.stats(), "budget": None if share is None else str(share)}
+        out[root] = entry
+    return out
+
 @dataclass
 class BrokerSettings:
     """How to run the brokers ``brokers`` of ``overlay`` in one query (defaults in
@@ -194,10 +218,8 @@ class BrokerJob:
                     **{name: counts.get(name, 0) for name in COUNTERS},
                     "seconds": dict(stats.get(b, {}).get("seconds", {})),
                     "profiles": len(state.profiles), "state_version": state.version, "state_seq": state.seq,
-                    # A budgeted table's view is planned where messages are routed: its
-                    # size comes from the executors; an exact table's from the state log.
-                    "routing": (mine_stats.get("tables") or {root: t.stats() for root, t in state.tables.items()}
-                                if budget is not None else {root: t.stats() for root, t in state.tables.items()}),
+                    # The state log holds every table and summary (plans are logged packets).
+                    "routing": routing_stats(state),
                     "budget": None if budget is None else str(budget),
                     "false_positives": dict(mine_stats.get("false_positives", {})),
                     "last_batch_ms": (progress or {}).get("durationMs", {}).get("triggerExecution"),

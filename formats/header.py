@@ -44,9 +44,10 @@ _HEADER_NAMES = {
     "dictionary_version": "onyx-dictionary-version",
     "schema_version": "onyx-schema-version",
     "transform": "onyx-transform",
+    "sample": "onyx-sample",
 }
 _FIELDS_BY_HEADER = {header: name for name, header in _HEADER_NAMES.items()}
-_STRING_FIELDS = ("format", "source_id", "root_broker", "message_id", "schema_version", "transform")
+_STRING_FIELDS = ("format", "source_id", "root_broker", "message_id", "schema_version", "transform", "sample")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ class PacketHeader:
     dictionary_version: int | None = None
     schema_version: str | None = None
     transform: str | None = None
+    sample: str | None = None
+    """``"1"``: the root sent this message down every link of its tree, so that every
+    broker measures its summary's generalizations on messages its parent's table did
+    not choose (see :mod:`routing.summary`)."""
 
     def __post_init__(self) -> None:
         if self.flow not in FLOWS:
@@ -75,6 +80,8 @@ class PacketHeader:
             value = fields_[name]
             if value is not None and (type(value) is not str or not value):
                 raise FormatError(f"packet header {name} must be a non-empty string, not {value!r}")
+        if self.sample not in (None, "1"):
+            raise FormatError(f"onyx-sample must be 1 when present, not {self.sample!r}")
         if self.transform is not None and self.transform not in TRANSFORMS:
             raise FormatError(f"unknown onyx-transform {self.transform!r} (known: {', '.join(TRANSFORMS)})")
         version = self.dictionary_version

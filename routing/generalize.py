@@ -79,6 +79,9 @@ class GeneralizedView:
         self._common: dict[str, Conjunction] = {}
         self._planned_with = 0
         self._changes = 0
+        self.journal: list[tuple[str, Conjunction, bool]] = []
+        """``(link, conjunction, added)`` for every conjunction the view gained or lost,
+        in order, until the reader empties it (a summary turns them into deltas)."""
 
     def map(self, conj: Conjunction) -> Conjunction:
         """A conjunction under the current rules."""
@@ -89,13 +92,13 @@ class GeneralizedView:
         self._changes += 1
         held = self._common.get(link)
         if held is None:
-            self.matcher.add(link, self.map(conj))
+            self._add(link, self.map(conj))
             return
         implied = set().union(*(A.closure(a) for a in conj | self.map(conj)))
         weaker = A.prune(held & implied)
         if weaker != held:
-            self.matcher.add(link, weaker)
-            self.matcher.discard(link, held)
+            self._add(link, weaker)
+            self._discard(link, held)
             self._common[link] = weaker
 
     def discard(self, link: str, conj: Conjunction, exact: LinkMatcher) -> None:
@@ -103,10 +106,18 @@ class GeneralizedView:
         self._changes += 1
         held = self._common.get(link)
         if held is None:
-            self.matcher.discard(link, self.map(conj))
+            self._discard(link, self.map(conj))
         elif not exact.count(link):
-            self.matcher.discard(link, held)
+            self._discard(link, held)
             del self._common[link]
+
+    def _add(self, link: str, conj: Conjunction) -> None:
+        if self.matcher.add(link, conj):
+            self.journal.append((link, conj, True))
+
+    def _discard(self, link: str, conj: Conjunction) -> None:
+        if self.matcher.discard(link, conj):
+            self.journal.append((link, conj, False))
 
     def observe(self, message) -> formats.Message:
         """Remember a message this table routes (the newest ``samples`` are kept);
@@ -127,14 +138,29 @@ class GeneralizedView:
         return not self.budget.fits(self.matcher.stats())
 
     def rebuild(self, exact: LinkMatcher) -> None:
-        """Re-plan from the exact table and the current sample, then rebuild the view
-        (an exact table that fits the plan's target is routed with as it is)."""
+        """Re-plan from the exact table and the current sample, then rebuild the view."""
+        self.adopt(exact, self.plan(exact))
+
+    def plan(self, exact: LinkMatcher) -> Plan:
+        """A plan for the view from the exact table and the current sample, changing
+        nothing (an exact table that fits the plan's target is kept as it is: an empty
+        plan)."""
         target = self.budget.scaled(self.headroom)
         if target.fits(exact.stats()):
-            plan = Plan()
-            matcher = self._build(exact, plan)
-        else:
-            plan, matcher = self._plan(exact, target)
+            return Plan()
+        plan, matcher = self._plan(exact, target)
+        matcher.close()
+        return plan
+
+    def adopt(self, exact: LinkMatcher, plan: Plan) -> None:
+        """Rebuild the view from the exact table under ``plan`` (made here or by
+        another copy of this view: the same plan on the same table gives the same
+        view), noting in :attr:`journal` what changed."""
+        matcher = self._build(exact, plan)
+        old = set(self.matcher.items())
+        new = set(matcher.items())
+        self.journal += [(link, conj, False) for link, conj in old - new]
+        self.journal += [(link, conj, True) for link, conj in new - old]
         self.matcher.close()
         self.matcher, self._rules, self._common = matcher, plan.rules, dict(plan.common)
         self.kinds = plan.kinds
@@ -174,9 +200,26 @@ class GeneralizedView:
             ratio = max(size[k] / max(lim, 1) for k, lim in self.budget.limits().items())
             target = target.scaled(0.9 / ratio)
         else:
-            plan = Plan(Rules(), {link: frozenset() for link in exact.links}, Counter(common=len(exact.links)))
+            # Every link the one conjunction all of its conjunctions imply (kind a).
+            plan = Plan(Rules(), {link: A.prune(A.common(exact.conjunctions(link))) for link in exact.links},
+                        Counter(common=len(exact.links)))
             matcher = self._build(exact, plan)
+        # ONYX Figure 6(d): every link the paths common to all conjunctions of the view.
+        # Where that fits and lets fewer sample messages through, it is the plan.
+        common = A.prune(A.common(c for _, c in items))
+        paper = Plan(Rules(), {link: common for link in exact.links}, Counter(common=len(exact.links)))
+        other = self._build(exact, paper)
+        if self.budget.fits(other.stats()) and (self._let_through(other, samples), len(common)) < (
+                self._let_through(matcher, samples), 0):
+            matcher.close()
+            return paper, other
+        other.close()
         return plan, matcher
+
+    @staticmethod
+    def _let_through(matcher: LinkMatcher, samples: list) -> int:
+        """(sample, link) pairs ``matcher`` routes: the filtering power plans compare."""
+        return sum(len(matcher.route(m)) for m in samples)
 
     def _build(self, exact: LinkMatcher, plan: Plan) -> LinkMatcher:
         matcher = LinkMatcher(self._engine)

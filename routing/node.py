@@ -10,11 +10,19 @@ Query plane (ONYX 4.2.1), each call returning the routing deltas to send up
 (:class:`Up`, one per tree whose parent must hear of it):
 
 * :meth:`Node.host` / :meth:`Node.drop` — ``Map()``: a hosted profile's routing query
-  and what it reads of a message (its :func:`~routing.projection.need`) go up every tree;
-* :meth:`Node.collect` — ``Collect()``: a child's delta applied to the tree's table and,
-  if it changed anything, ``Aggregate()``: relabelled and sent to this node's parent;
+  and what it reads of a message (its :func:`~routing.projection.need`) join the
+  node's summary of every tree it is not the root of;
+* :meth:`Node.collect` — ``Collect()``: a child's delta applied to the tree's table
+  (the child's summary, filed under the link to it), which changes this node's own
+  summary in turn;
+* ``Aggregate()`` — what a node sends its parent is its :class:`~routing.summary.Summary`
+  of the tree: the distinct conjunctions below it, generalized to its share of the
+  ``budget`` when it has one (the budget over the parent's children), so that the
+  parent's table fits the budget and the exact queries stay here. A plan of which
+  generalizations to make is made on the data path (:meth:`Node.summary_plan`, measured
+  on the messages of the tree) and adopted by :meth:`Node.generalize`;
 * :meth:`Node.join` — a new tree (a source with a new root broker): every hosted
-  profile's delta goes up it.
+  profile joins the node's summary of it.
 
 Data plane (ONYX 4.2.2 and 4.3.1), in priority order: :meth:`Node.forwards` gives the
 links of the message's tree that want it, each with what the link carries — the whole
@@ -26,10 +34,10 @@ profiles. A forwarded message is never held back by local work.
 >>> b4, b2 = Node("b4", builtin("figure4")), Node("b2", builtin("figure4"))
 >>> q = "for $h in $msg/nitf/head return <t>{$h/title/text()}</t>"
 >>> ups = b4.host("q1", 1, q)
->>> [(u.parent, u.root) for u in ups]
-[('b2', 'b1')]
->>> [b2.collect(u.root, "b4", u.delta) for u in ups]   # b2 tells b1 in turn
-[[Up(parent='b1', root='b1', delta=Delta(profile_id='q1', ...))]]
+>>> [(u.parent, u.root, u.delta.profile_id[:3]) for u in ups]   # b4's summary: a conjunction, its need
+[('b2', 'b1', '~c:'), ('b2', 'b1', '~ne')]
+>>> [len(b2.collect(u.root, "b4", u.delta)) for u in ups]   # b2's summary changes in turn
+[1, 1]
 >>> msg = b"<nitf><head><title>Tide</title><meta/></head><body>long text</body></nitf>"
 >>> [(f.link, f.projected.to_xml()) for f in b2.forwards("b1", msg)]
 [('b4', b'<nitf><head><title>Tide</title></head></nitf>')]
@@ -49,7 +57,9 @@ from routing.budget import Budget
 from routing.dnf import RoutingQuery, map_profile
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
+from routing.planner import Plan
 from routing.projection import WHOLE, need
+from routing.summary import Summary
 from routing.table import Delta, RoutingTable
 from yfilter import Engine, validate
 from yfilter.flwr import is_flwr, parse_flwr
@@ -91,20 +101,23 @@ RETRY_AFTER = 64
 
 @dataclass
 class Node:
-    """Broker ``broker`` of ``overlay`` (see the module docstring). With a ``budget`` its
-    routing tables route with generalized views that fit it (:mod:`routing.generalize`),
-    measured on the last ``samples`` messages; ``engine`` shares one atom engine with
-    other nodes (a simulation); ``namespaces`` binds the prefixes profiles may use."""
+    """Broker ``broker`` of ``overlay`` (see the module docstring). With a ``budget``
+    every routing table of the overlay stays within it: each node's summary of a tree
+    is generalized to fit its share (:mod:`routing.summary`), measured on the last
+    ``samples`` messages; ``engine`` shares one atom engine with other nodes (a
+    simulation); ``namespaces`` binds the prefixes profiles may use."""
 
     broker: str
     overlay: Overlay
     budget: Budget | None = None
     samples: int = 32
+    sample_every: int = 32
     engine: AtomEngine | None = None
     namespaces: Mapping[str, str] = field(default_factory=dict)
     profiles: dict[str, Hosted] = field(default_factory=dict)
     tombstones: dict[str, int] = field(default_factory=dict)  # deleted profile -> its last version
     tables: dict[str, RoutingTable] = field(default_factory=dict)  # tree root -> table
+    summaries: dict[str, Summary] = field(default_factory=dict)  # tree root -> what the parent holds
     version: int = 0  # changes made: hosted profiles and tables
     unprojected: dict[tuple[str, str], int] = field(default_factory=dict)
     """(root, link) -> messages still to send whole before trying a projection again."""
@@ -115,6 +128,9 @@ class Node:
         if self.engine is None:
             self.engine = AtomEngine()
         self._local: Engine | None = None
+        # Summaries are sent, never matched: their atoms live apart from the engine that routes.
+        self._summary_engine = AtomEngine()
+        self._messages: dict[str, int] = {}  # root -> messages this root sent down its tree
 
     @property
     def local(self) -> Engine:
@@ -134,9 +150,27 @@ class Node:
         """The routing table of ``root``'s tree (made empty on first use)."""
         table = self.tables.get(root)
         if table is None:
-            table = self.tables[root] = RoutingTable(self.broker, self.budget, samples=self.samples,
-                                                     engine=self.engine)
+            table = self.tables[root] = RoutingTable(self.broker, engine=self.engine)
         return table
+
+    def parent(self, root: str) -> str | None:
+        """This node's parent in ``root``'s tree (None at the root)."""
+        return self.overlay.tree(root).parent[self.broker]
+
+    def share(self, root: str) -> Budget | None:
+        """The budget of this node's summary of ``root``'s tree: the parent's budget
+        over the parent's children (so the parent's table fits it)."""
+        parent = self.parent(root)
+        if self.budget is None or parent is None:
+            return None
+        return self.budget.scaled(1 / len(self.overlay.tree(root).children[parent]))
+
+    def summary(self, root: str) -> Summary | None:
+        """What this node's parent in ``root``'s tree holds for it (None at the root)."""
+        held = self.summaries.get(root)
+        if held is None and self.parent(root) is not None:
+            held = self.summaries[root] = Summary(self.share(root), self.samples, self._summary_engine)
+        return held
 
     # -- query plane -------------------------------------------------------------------
 
@@ -162,47 +196,74 @@ class Node:
             self._local.add(pid, text)
         else:
             validate(text, self.namespaces)  # what adding it would refuse, refused now
+        old = self.profiles.get(pid)
         self.profiles[pid] = Hosted(version, text, target)
         self.tombstones.pop(pid, None)
         self.version += 1
-        return self._up_all(Delta(pid, version, query, needed))
+        return self._change_all((query, needed), None if old is None else self._map(old.text))
 
     def drop(self, pid: str, version: int) -> list[Up]:
         """Stop hosting ``pid`` (its deletion at ``version``)."""
         if version <= self._known(pid):
             return []
-        if self.profiles.pop(pid, None) is not None and self._local is not None:
+        old = self.profiles.pop(pid, None)
+        if old is not None and self._local is not None:
             self._local.remove(pid)
         self.tombstones[pid] = version
         self.version += 1
-        return self._up_all(Delta(pid, version, None))
+        return [] if old is None else self._change_all(None, self._map(old.text))
+
+    def _map(self, text: str) -> tuple[RoutingQuery, object]:
+        return self.query(text), need(text, self.namespaces)
 
     def _known(self, pid: str) -> int:
         held = self.profiles.get(pid)
         return held.version if held is not None else self.tombstones.get(pid, 0)
 
     def collect(self, root: str, child: str, delta: Delta) -> list[Up]:
-        """``Collect()`` a delta from ``child`` for ``root``'s tree, and ``Aggregate()``:
-        the same delta for this node's parent, if it changed the table."""
-        if not self.table(root).apply(child, delta):
+        """``Collect()`` a delta from ``child`` for ``root``'s tree; what it changes in
+        this node's summary goes to the parent (``Aggregate()``)."""
+        table = self.table(root)
+        old = table.held(child, delta.profile_id)
+        if not table.apply(child, delta):
             return []
         self.version += 1
-        return self._up(root, delta)
+        added = None if delta.query is None else (delta.query, delta.need)
+        removed = None if old is None or old.query is None else (old.query, old.need)
+        return self._change(root, added, removed)
 
     def join(self, root: str) -> list[Up]:
-        """A new tree: every hosted profile's delta goes up it."""
-        return [u for pid in sorted(self.profiles) for u in self._up(root, self.delta(pid))]
+        """A new tree: every hosted profile joins this node's summary of it."""
+        return [u for pid in sorted(self.profiles) for u in self._change(root, self._map(self.profiles[pid].text), None)]
 
-    def _up_all(self, delta: Delta) -> list[Up]:
-        return [u for root in self.overlay.roots for u in self._up(root, delta)]
+    def _change_all(self, added, removed) -> list[Up]:
+        return [u for root in self.overlay.roots for u in self._change(root, added, removed)]
 
-    def _up(self, root: str, delta: Delta) -> list[Up]:
-        parent = self.overlay.tree(root).parent[self.broker]
-        return [] if parent is None else [Up(parent, root, delta)]
+    def _change(self, root: str, added, removed) -> list[Up]:
+        summary = self.summary(root)
+        if summary is None:
+            return []
+        parent = self.parent(root)
+        return [Up(parent, root, d) for d in summary.change(added, removed)]
+
+    def summary_plan(self, root: str) -> Plan | None:
+        """A generalization plan for this node's summary of ``root``'s tree, when one
+        is due (see :meth:`routing.summary.Summary.plan`); :meth:`generalize` adopts it."""
+        summary = self.summaries.get(root)
+        return summary.plan() if summary is not None else None
+
+    def generalize(self, root: str, plan: Plan) -> list[Up]:
+        """Adopt ``plan`` for this node's summary of ``root``'s tree (made here or by
+        another copy of this node); the deltas for the parent."""
+        summary = self.summary(root)
+        if summary is None:
+            return []
+        self.version += 1
+        return [Up(self.parent(root), root, d) for d in summary.adopt(plan)]
 
     def plans(self) -> int:
-        """Generalized views its tables planned so far (each builds new structures)."""
-        return sum(t.plans for t in self.tables.values())
+        """Generalization plans its summaries adopted so far (each builds new structures)."""
+        return sum(s.view.rebuilds for s in self.summaries.values() if s.view is not None)
 
     def warm(self) -> None:
         """Build now what routing would build at the next message (the atom engine and
@@ -224,25 +285,44 @@ class Node:
         table = self.tables.get(root)
         return sorted(table.route(message)) if table is not None else []
 
+    def sample(self, root: str) -> bool:
+        """At the root of ``root``'s tree: whether the next message goes down every link
+        as a sample (one in :attr:`sample_every`, the first included; never without a
+        budget). Generalizations are measured on samples: the messages a broker gets
+        otherwise are those its parent's table chose, which would make a summary that
+        lets more through look free."""
+        if self.budget is None:
+            return False
+        n = self._messages[root] = self._messages.get(root, 0) + 1
+        return n % self.sample_every == 1 % self.sample_every
+
     def forwards(self, root: str, message, links: list[str] | None = None, *,
-                 project: bool = True, projected: bool = False) -> list[Forward]:
-        """What goes down each link: the routed ``links`` (default :meth:`route`), each
-        with the message's projection when every profile below the link allows one (and
-        ``project``), and the projection is worth it (:data:`PROJECT_AT_MOST`). A message
-        that came ``projected`` is projected again; where that leaves little out, the
-        link gets it as it came (already small), and tries again with the next one.
+                 project: bool = True, projected: bool = False, sample: bool = False) -> list[Forward]:
+        """What goes down each link: the routed ``links`` (default :meth:`route`; every
+        child for a ``sample``, which the node's summary measures itself on, see
+        :meth:`sample`), each with the message's projection when every profile below
+        the link allows one (and ``project``), and the projection is worth it
+        (:data:`PROJECT_AT_MOST`). A message that came ``projected`` is projected again;
+        where that leaves little out, the link gets it as it came (already small), and
+        tries again with the next one.
 
         >>> from routing.overlay import builtin
         >>> n = Node("b4", builtin("figure4"))
         >>> q = "for $t in $msg/a/t return <t>{$t/text()}</t>"
-        >>> n.collect("b1", "b6", Delta("q", 1, n.query(q), need(q)))
-        [Up(parent='b2', root='b1', delta=Delta(profile_id='q', ...))]
+        >>> [u.parent for u in n.collect("b1", "b6", Delta("q", 1, n.query(q), need(q)))]
+        ['b2', 'b2']
         >>> [(f.link, f.projected.to_xml()) for f in n.forwards("b1", b"<a><t>x</t><b>long text</b></a>")]
         [('b6', b'<a><t>x</t></a>')]
         >>> n.forwards("b1", b"<a><t>x</t></a>")   # nothing to leave out: the message itself
         [Forward(link='b6', projected=None)]
         """
-        if links is None:
+        if sample:
+            summary = self.summaries.get(root)
+            if summary is not None and summary.view is not None:
+                message = _decoded(message)
+                summary.observe(message)
+            links = self.children(root)
+        elif links is None:
             links = self.route(root, message)
         table = self.tables.get(root) if project else None
         out, element = [], None

@@ -60,6 +60,8 @@ class Rules:
     >>> r.forget("/c")
     >>> sorted(r.conjunction(frozenset({"/c", "/a/q/b"}))), sorted(r.conjunction(frozenset({"/c"})))
     (['/a//b'], ['/c'])
+    >>> Rules.from_json(r.to_json()).apply("/a/b[@x = '2']")   # what a summary packet carries
+    '/a/b'
     """
 
     def __init__(self) -> None:
@@ -70,6 +72,32 @@ class Rules:
         self._forget: dict[str, int] = {}                               # atom -> rule no.
         self._n = 0
         self._cache: dict[str, str] = {}
+        self._made: list[list] = []  # every rule in the order made: what to_json() carries
+
+    def to_json(self) -> list[list]:
+        """The rules as JSON, in the order they were made (so :meth:`from_json`
+        numbers them the same and rewrites every atom the same way)."""
+        return [list(r) for r in self._made]
+
+    @classmethod
+    def from_json(cls, data: list) -> "Rules":
+        """The inverse of :meth:`to_json`; ``ValueError`` for anything else."""
+        rules = cls()
+        try:
+            for kind, *args in data:
+                if kind == "merge":
+                    (skel, i, operand), s, result = args
+                    summary = A.PredSummary(s["operand"], s["kind"], frozenset(s.get("values", ())),
+                                            s.get("lo"), bool(s.get("lo_open")), s.get("hi"), bool(s.get("hi_open")))
+                    rules.merge((str(skel), int(i), str(operand)), summary, str(result))
+                elif kind in ("drop", "strip", "shorten", "forget"):
+                    (arg,) = args
+                    getattr(rules, kind)(str(arg))
+                else:
+                    raise ValueError(f"unknown rule kind {kind!r}")
+        except (TypeError, KeyError, ValueError) as exc:
+            raise ValueError(f"not generalization rules: {exc}") from exc
+        return rules
 
     def __len__(self) -> int:
         return self._n
@@ -80,19 +108,30 @@ class Rules:
         return self._n
 
     def drop(self, skeleton: str) -> None:
-        self._drop.setdefault(skeleton, self._next())
+        if skeleton not in self._drop:
+            self._made.append(("drop", skeleton))
+            self._drop[skeleton] = self._next()
 
     def strip(self, result: str) -> None:
-        self._strip.setdefault(result, self._next())
+        if result not in self._strip:
+            self._made.append(("strip", result))
+            self._strip[result] = self._next()
 
     def shorten(self, result: str) -> None:
-        self._shorten.setdefault(result, self._next())
+        if result not in self._shorten:
+            self._made.append(("shorten", result))
+            self._shorten[result] = self._next()
 
     def merge(self, key: tuple, summary: A.PredSummary, result: str) -> None:
+        s = {"operand": summary.operand, "kind": summary.kind, "values": sorted(summary.values),
+             "lo": summary.lo, "lo_open": summary.lo_open, "hi": summary.hi, "hi_open": summary.hi_open}
+        self._made.append(("merge", list(key), s, result))
         self._merge[key] = (self._next(), summary, result)
 
     def forget(self, atom: str) -> None:
-        self._forget.setdefault(atom, self._next())
+        if atom not in self._forget:
+            self._made.append(("forget", atom))
+            self._forget[atom] = self._next()
 
     def apply(self, atom: str) -> str:
         """The generalized form of ``atom`` (itself if no rule covers it)."""
@@ -143,6 +182,30 @@ class Plan:
     rules: Rules = field(default_factory=Rules)
     common: dict[str, Conjunction] = field(default_factory=dict)
     kinds: Counter = field(default_factory=Counter)
+
+    def to_json(self) -> dict:
+        """The plan as JSON (what a broker logs so that every copy of it adopts the
+        same plan, see :mod:`routing.summary`).
+
+        >>> p = Plan(common={"": frozenset({"/a"})}, kinds=Counter(common=1))
+        >>> Plan.from_json(p.to_json()) == p
+        True
+        """
+        return {"rules": self.rules.to_json(), "common": {link: sorted(c) for link, c in sorted(self.common.items())},
+                "kinds": dict(self.kinds)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Plan":
+        """The inverse of :meth:`to_json`; ``ValueError`` for anything else."""
+        try:
+            common = {str(link): frozenset(map(str, atoms)) for link, atoms in data["common"].items()}
+            return cls(Rules.from_json(data["rules"]), common, Counter({str(k): int(v) for k, v in data["kinds"].items()}))
+        except (TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"not a generalization plan: {exc!r}") from exc
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Plan) and self.rules.to_json() == other.rules.to_json()
+                and self.common == other.common and self.kinds == other.kinds)
 
 
 _FINEST_FIRST = {"merge": 0, "forget": 1, "strip": 2, "drop": 3, "shorten": 4, "common": 5}  # ties: lose the least
@@ -540,13 +603,31 @@ class _Planner:
                 self.apply(c)
 
     def _fallback(self, limits: dict[str, int]) -> None:
-        """Links that still do not fit route everything (one empty conjunction),
-        biggest first."""
-        for link in sorted(self.view, key=lambda link: (-sum(len(c) for c in self.view[link]), link)):
+        """Links that still do not fit become the one conjunction all of theirs imply
+        (generalization (a)), biggest first; then every link the one conjunction all
+        conjunctions of the view imply (ONYX Figure 6(d): the paths common to all
+        disjuncts); then, as the paper reads "nothing common", one that lets
+        everything through."""
+        def fits() -> bool:
             size = self.model.size()
-            if all(size[k] <= lim for k, lim in limits.items()):
-                break
-            self.apply(_Candidate("common", link, conj=frozenset()))
+            return all(size[k] <= lim for k, lim in limits.items())
+
+        order = sorted(self.view, key=lambda link: (-sum(len(c) for c in self.view[link]), link))
+        for link in order:
+            if fits():
+                return
+            conj = A.prune(A.common(self.view[link]))
+            if self.view[link] != {conj}:
+                self._need(conj)
+                self.apply(_Candidate("common", link, conj=conj))
+        for weakest in (False, True):
+            if fits():
+                return
+            conj = frozenset() if weakest else A.prune(A.common(c for link in order for c in self.view[link]))
+            self._need(conj)
+            for link in order:
+                if self.view[link] != {conj}:
+                    self.apply(_Candidate("common", link, conj=conj))
 
 
 def _ones(mask: int) -> list[int]:

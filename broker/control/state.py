@@ -8,20 +8,26 @@ the same micro-batch); every change bumps :attr:`version`. This module reads the
 packets and writes the rows; what a packet does is the node's (``Map()``,
 ``Collect()``, ``Aggregate()``: the simulator runs the same code).
 
-Query packets come in two kinds (JSON, field ``kind``):
+Query packets come in three kinds (JSON, field ``kind``):
 
 * ``profile`` (from the registration service): ``op`` add/update/delete of a profile
   hosted here. The profile's routing query and what it reads of a message
-  (``Map()``) go up every broadcast tree as a routing delta.
-* ``route`` (from a child broker): routing deltas (``deltas``, a list) for the tree of
-  ``root`` received on the link from ``from``. They are applied (``Collect()``) and
-  those that changed anything go on to this broker's parent in that tree
-  (``Aggregate()``).
+  (``Map()``) join the broker's summary of every broadcast tree
+  (:mod:`routing.summary`); what that changes goes up as routing deltas.
+* ``route`` (from a child broker): routing deltas (``deltas``, a list) of the child's
+  summary for the tree of ``root``, received on the link from ``from``. They are
+  applied (``Collect()``) and what they change in this broker's own summary goes on to
+  its parent in that tree (``Aggregate()``).
+* ``generalize`` (from this broker itself): a generalization ``plan``
+  (:meth:`routing.planner.Plan.to_json`) for its summary of ``root``'s tree, made on
+  the data path where the messages that measure it are (:meth:`generalize_packet`)
+  and adopted here, in the log's order, so that every copy of the broker sends its
+  parent the same deltas.
 
 The routing deltas a packet causes wait in :attr:`BrokerState.outbox` until
 :meth:`BrokerState.routes` takes them (``apply`` does, unless told to ``defer``): a
 broker applying a run of packets (a micro-batch) sends one route packet per parent and
-tree for all of them, with each profile's newest delta only, so a burst of
+tree for all of them, with each pseudo-profile's newest delta only, so a burst of
 registrations climbs the trees in a few packets rather than one per profile and hop.
 
 Catalog packets carry the metadata deltas of the broker's repository
@@ -47,8 +53,8 @@ it, so a replayed batch, or a copy catching up from the broker's state log
 ...     s.apply("query", f"p{i}".encode(), json.dumps(body).encode(), [], "onyx.broker.b4", defer=True)
 []
 []
->>> [(topic, len(json.loads(value)["deltas"])) for topic, _, value, _ in s.routes()]
-[('onyx.broker.b2', 2)]
+>>> [(topic, len(json.loads(value)["deltas"])) for topic, _, value, _ in s.routes()]   # one "/a" for both
+[('onyx.broker.b2', 1)]
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ from formats.header import PacketHeader
 from routing.budget import Budget
 from routing.node import Hosted, Node, Up
 from routing.overlay import Overlay
+from routing.planner import Plan
 from routing.table import Delta, RoutingTable
 
 
@@ -150,6 +157,11 @@ class BrokerState:
                     return self._profile(body)
                 if kind == "route":
                     return self._route(body)
+                if kind == "generalize":
+                    root = str(body["root"])
+                    if root not in self.overlay.graph:
+                        raise ControlError(f"generalize packet names unknown root broker {root!r}")
+                    return self._queue(self.node.generalize(root, Plan.from_json(body["plan"])))
                 raise ControlError(f"unknown query packet kind {kind!r}")
             if flow == "catalog":
                 return self._catalog(body)
@@ -210,6 +222,13 @@ class BrokerState:
         value = (f'{{"kind": "route", "root": {json.dumps(root)}, "from": {json.dumps(self.broker)}, '
                  f'"deltas": [{", ".join(deltas)}]}}').encode()
         return (topics.broker_topic(parent), f"{root}:{self.broker}".encode(), value,
+                PacketHeader("query", root_broker=root).to_kafka())
+
+    def generalize_packet(self, root: str, plan: Plan) -> Row:
+        """The packet that has this broker adopt ``plan`` for its summary of ``root``'s
+        tree, written to its own inbound topic."""
+        value = json.dumps({"kind": "generalize", "root": root, "plan": plan.to_json()}).encode()
+        return (topics.broker_topic(self.broker), f"{root}:generalize".encode(), value,
                 PacketHeader("query", root_broker=root).to_kafka())
 
     def _catalog(self, body: dict) -> list[Row]:

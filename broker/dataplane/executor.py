@@ -56,9 +56,7 @@ building what routing builds on demand and freezing a grown state, both shared o
 
 class StatsParam(AccumulatorParam):
     """Accumulates ``{broker: {part: {name: value}}}`` from every task: ``counts``,
-    ``seconds`` and ``false_positives`` (per link) are summed; ``tables`` (the sizes of
-    the routing tables a budgeted broker routes with, per tree) is a gauge: the newest
-    report wins."""
+    ``seconds`` and ``false_positives`` (per link into the broker) are summed."""
 
     def zero(self, value: dict) -> dict:
         return {}
@@ -68,15 +66,10 @@ class StatsParam(AccumulatorParam):
             mine = total.setdefault(broker, {})
             for part, values in parts.items():
                 counter = mine.setdefault(part, {})
-                if part in GAUGES:
-                    counter.update(values)
-                    continue
                 for name, v in values.items():
                     counter[name] = counter.get(name, 0) + v
         return total
 
-
-GAUGES = ("tables",)
 
 
 @dataclass(frozen=True)
@@ -100,7 +93,6 @@ class Copy:
         self.plan = plan
         self.position = 0
         self.in_use = False
-        self.plans = 0  # generalized views its tables had planned at the last task's end
 
 
 class Copies:
@@ -150,7 +142,7 @@ class Copies:
         which is cheap: it moves lists). Only then, so that little garbage is frozen; and
         what a routing table builds on demand (its atom engine, lazy atoms) is built first,
         or it would stay out of the permanent generation until the next change. A
-        budgeted table that planned its view counts as grown too (``_Task.finish``)."""
+        summary that adopted a plan grew with the packet that carried it."""
         if self.grown:
             for copy in self.copies.values():
                 copy.plan.node.warm()  # what routing builds on demand, built and frozen now
@@ -199,7 +191,8 @@ class _Task:
         self.counts: dict[str, Counter] = {}
         self.times: dict[str, Counter] = {}
         self.applied: list[tuple[str, Packet]] = []
-        self.waiting: list[tuple[str, Plan, Inbound]] = []  # routed, not yet matched locally
+        self.waiting: list[tuple[str, Plan, Inbound, bool]] = []  # routed (forwarded?), not yet matched locally
+        self.false_positives: dict[str, Counter] = {}
         self.owner: dict[str, str | None] = {}
         self.log_ends = self.copies.ask_log_ends()
 
@@ -221,8 +214,8 @@ class _Task:
         counts = self.counts[broker]
         for topic, _, value, headers in rows:
             size = len(value or b"")
-            if control and topic != topics.DEAD_LETTER:
-                counts["control_sent"] += 1
+            if (control or headers and headers[0] == ("onyx-flow", b"query")) and topic != topics.DEAD_LETTER:
+                counts["control_sent"] += 1  # routing deltas, catalog packets, a plan for the broker itself
             elif topic.startswith(topics.BROKER_PREFIX):
                 counts["forwarded"] += 1
                 counts["link_bytes"] += size
@@ -256,10 +249,14 @@ class _Task:
 
     def deliver_waiting(self) -> None:
         """Match the routed messages against local profiles (after their link rows went out)."""
-        for broker, plan, inbound in self.waiting:
+        for broker, plan, inbound, forwarded in self.waiting:
             t = time.perf_counter()
             rows = plan.deliver(inbound)
             self.times[broker]["deliver"] += time.perf_counter() - t
+            if not forwarded and not rows and inbound.record[0].startswith(topics.BROKER_PREFIX):
+                # Sent here by the parent's table and of no use below: its false positive.
+                link = f"{plan.node.parent(inbound.header.root_broker)}>{broker}"
+                self.false_positives.setdefault(broker, Counter())[link] += 1
             self.write(broker, rows)
         self.waiting = []
 
@@ -289,7 +286,9 @@ class _Task:
             self.counts[broker]["messages"] += 1
             rows = plan.route(inbound)
             times["route"] += time.perf_counter() - t1
-            self.waiting.append((broker, plan, inbound))
+            forwarded = any(topic.startswith(topics.BROKER_PREFIX) and topic != topics.broker_topic(broker)
+                            for topic, *_ in rows)
+            self.waiting.append((broker, plan, inbound, forwarded))
         self.write(broker, rows)
 
     def records(self, batch) -> None:
@@ -335,10 +334,6 @@ class _Task:
         flush = time.perf_counter() - t
         for copy in self.used.values():
             copy.in_use = False
-            plans = copy.plan.node.plans()
-            if plans != copy.plans:  # a budgeted table planned its view (and its sample engine)
-                copy.plans = plans
-                self.copies.grown = True
         t = time.perf_counter()
         self.copies.settle()
         settle = time.perf_counter() - t
@@ -347,8 +342,9 @@ class _Task:
             self.times[broker]["flush"] += flush / len(self.counts)
             if settle > 1e-3:
                 self.times[broker]["settle"] += settle / len(self.counts)
-            stats[broker] = {"counts": dict(counts), "seconds": dict(self.times[broker]),
-                             **_table_stats(self.used[broker].plan)}
+            stats[broker] = {"counts": dict(counts), "seconds": dict(self.times[broker])}
+            if self.false_positives.get(broker):
+                stats[broker]["false_positives"] = dict(self.false_positives[broker])
         if stats:
             self.spec.stats.add(stats)
 
@@ -371,19 +367,6 @@ class _Task:
                 gc.enable()
         yield pa.RecordBatch.from_pydict({"topic": [], "value": []},
                                          schema=pa.schema([("topic", pa.string()), ("value", pa.binary())]))
-
-
-def _table_stats(plan: Plan) -> dict:
-    """What a budgeted broker's tables report: false positives per link since the last
-    task (taken from the tables), and the sizes of the views they route with."""
-    if plan.settings.budget is None:
-        return {}
-    false_positives: Counter = Counter()
-    for table in plan.state.tables.values():
-        false_positives.update(table.false_positives)
-        table.false_positives.clear()
-    return {"false_positives": dict(false_positives),
-            "tables": {root: table.stats() for root, table in plan.state.tables.items()}}
 
 
 def task_function(spec: TaskSpec):

@@ -170,8 +170,9 @@ class Plan:
                     return None, []  # another broker is this source's root and handles it
                 given = next((v for k, v in headers if k == "onyx-message-id"), None)
                 message_id = given.decode(errors="replace") if given else f"{source}-{partition}-{offset}"
+                sample = "1" if settings.mode == "route" and self.node.sample(broker) else None
                 header = PacketHeader("xml", format="text", source_id=source, root_broker=broker,
-                                      message_id=message_id)
+                                      message_id=message_id, sample=sample)
             else:
                 header = PacketHeader.from_kafka(headers)
                 if header.flow != "xml" or header.root_broker is None or header.message_id is None:
@@ -208,7 +209,8 @@ class Plan:
         if self.settings.mode != "route":
             return [Forward(link, None) for link in self.node.children(root)]
         return self.node.forwards(root, inbound.message, project=self.settings.projection,
-                                  projected=inbound.header.transform is not None)
+                                  projected=inbound.header.transform is not None,
+                                  sample=inbound.header.sample is not None)
 
     def route(self, inbound: Inbound) -> list[Row]:
         """The rows that forward a message down the links of its tree that want it."""
@@ -216,9 +218,9 @@ class Plan:
         try:
             forwards = self.forwards(inbound)
             if not forwards:
-                return []
+                return self._generalize(header.root_broker)
             key, whole = header.message_id.encode(), None
-            rows = []
+            rows = self._generalize(header.root_broker)
             for link, projected in forwards:
                 if projected is not None:  # in the link's format, and the packet says so
                     blob, out = self._encoded(header, projected, "projected")
@@ -230,6 +232,13 @@ class Plan:
             return rows
         except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
             return [dead_letter(f"internal error while routing: {exc!r}", *inbound.record)]
+
+    def _generalize(self, root: str) -> list[Row]:
+        """A ``generalize`` packet when this broker's summary of ``root``'s tree is due
+        a new plan (made here, measured on the messages it routed; adopted when the
+        packet comes back, see :mod:`broker.control.state`)."""
+        plan = self.node.summary_plan(root)
+        return [] if plan is None else [self.state.generalize_packet(root, plan)]
 
     def _whole(self, inbound: Inbound) -> tuple[bytes, list[tuple[str, bytes]]]:
         """The message as it goes down a link that takes it whole: its bytes in the
@@ -245,7 +254,7 @@ class Plan:
         if header.format == fmt and header.dictionary_version == version:
             out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
                                message_id=header.message_id, dictionary_version=version,
-                               transform=header.transform).to_kafka()
+                               transform=header.transform, sample=header.sample).to_kafka()
             return inbound.payload, out
         return self._encoded(header, inbound.message, header.transform)
 
@@ -256,7 +265,7 @@ class Plan:
         out = PacketHeader("xml", format=fmt, source_id=header.source_id, root_broker=header.root_broker,
                            message_id=header.message_id,
                            dictionary_version=dictionary.version if dictionary else None,
-                           transform=transform).to_kafka()
+                           transform=transform, sample=header.sample).to_kafka()
         return formats.encode(fmt, message, dictionary=dictionary), out
 
     def deliver(self, inbound: Inbound) -> list[Row]:

@@ -231,28 +231,30 @@ def reset(overlay: Overlay, settings: OverlaySettings, say: Say, yes: bool,
 
 def status_table(status: dict) -> str:
     """The per-broker table ``onyx status`` prints: ``projected`` counts messages sent
-    down a link as a projection (:mod:`routing.projection`), ``false+`` messages a
-    budgeted routing table sent down a link the exact table would not have; ``links``
-    and ``atoms`` are the size of what the broker routes with, and ``budget`` its
-    routing-table budget (``-``: exact tables).
+    down a link as a projection (:mod:`routing.projection`), ``false+`` messages the
+    parent's table sent here that matched nothing here or below (its false positives,
+    the price of generalized summaries); ``links`` and ``atoms`` are the size of the
+    broker's routing tables, ``sent`` the atoms of the summaries it sends its parents
+    (:mod:`routing.summary`), and ``budget`` the tables' budget (``-``: exact).
 
     >>> print(status_table({"time": 0, "brokers": [{"broker": "b1", "running": True, "lag": 0,
     ...     "messages": 5, "forwarded": 3, "delivered": 2, "dead_letters": 0, "profiles": 1,
     ...     "routing": {"b1": {"links": 1, "atoms": 2}}}]}).splitlines()[1])
-    b1      yes        0        5         3         0      0         2     0         1      1      2 -
+    b1      yes        0        5         3         0      0         2     0         1      1      2      0 -
     """
     head = (f"{'broker':<7} {'running':<7} {'lag':>4} {'msgs in':>8} {'forwarded':>9} {'projected':>9} "
-            f"{'false+':>6} {'delivered':>9} {'dead':>5} {'profiles':>9} {'links':>6} {'atoms':>6} budget")
+            f"{'false+':>6} {'delivered':>9} {'dead':>5} {'profiles':>9} {'links':>6} {'atoms':>6} {'sent':>6} budget")
     lines = [head]
     for b in status["brokers"]:
         routing = b.get("routing", {}).values()
         links = sum(r.get("links", 0) for r in routing)
         atoms = sum(r.get("atoms", 0) for r in routing)
+        sent = sum(r.get("summary", {}).get("atoms", 0) for r in routing)
         lag = "?" if b.get("lag") is None else b["lag"]
         false_positives = sum(b.get("false_positives", {}).values())
         lines.append(f"{b['broker']:<7} {'yes' if b['running'] else 'NO':<7} {lag:>4} {b['messages']:>8} "
                      f"{b['forwarded']:>9} {b.get('projected', 0):>9} {false_positives:>6} {b['delivered']:>9} "
-                     f"{b['dead_letters']:>5} {b['profiles']:>9} {links:>6} {atoms:>6} {b.get('budget') or '-'}")
+                     f"{b['dead_letters']:>5} {b['profiles']:>9} {links:>6} {atoms:>6} {sent:>6} {b.get('budget') or '-'}")
     return "\n".join(lines)
 
 

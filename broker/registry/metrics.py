@@ -75,8 +75,8 @@ class FiguresCollector:
                 if v is not None:
                     family.add_metric([b["broker"]], float(v))
             yield family
-        fp = CounterMetricFamily("onyx_false_positives", "messages a budgeted routing table sent down a link the "
-                                 "exact table would not have", labels=["broker", "link"])
+        fp = CounterMetricFamily("onyx_false_positives", "messages a parent's routing table sent down the link "
+                                 "(parent>broker) that matched nothing at or below the broker", labels=["broker", "link"])
         for b in brokers:
             for link, n in b.get("false_positives", {}).items():
                 fp.add_metric([b["broker"], link], float(n))

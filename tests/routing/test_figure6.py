@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from routing.budget import Budget
 from routing.dnf import map_profile
+from routing.node import Node
 from routing.overlay import builtin
+from routing.planner import Plan
 from routing.table import Delta, RoutingTable
 
 FLWR = {
@@ -109,22 +112,54 @@ def test_box_c_collect_at_broker_4_targets_links_b5_and_b6():
                     b"</tobject></head></nitf>") == set()  # Stock alone is neither Q1 nor Q2
 
 
+def _nodes(budgets: dict | None = None) -> dict:
+    """Nodes of Figure 4 hosting Q1-Q3, their summaries collected up the news tree."""
+    ov = builtin("figure4")
+    nodes = {b: Node(b, ov, (budgets or {}).get(b)) for b in ov.brokers}
+    ups = [(HOSTS[pid], u) for pid in ("Q1", "Q2", "Q3") for u in nodes[HOSTS[pid]].host(pid, 1, FILTER[pid])]
+    _flush(nodes, ups)
+    return nodes
+
+
+def _flush(nodes: dict, ups: list) -> None:
+    while ups:
+        child, u = ups.pop(0)
+        ups += [(u.parent, nxt) for nxt in nodes[u.parent].collect(u.root, child, u.delta)]
+
+
 def test_box_d_aggregate_relabels_every_target_to_broker_4():
-    tables = _build()
-    b4, b2, b1 = tables["b4"], tables["b2"], tables["b1"]
-    up = b4.aggregate()
-    assert [d.profile_id for d in up] == ["Q1", "Q2", "Q3"]
-    assert set().union(*(d.query for d in up)) == BOX_D
+    nodes = _nodes()
+    b4, b2, b1 = (nodes[b].tables["b1"] for b in ("b4", "b2", "b1"))
+    # Aggregate(): b4's summary, what b2 files under its link to b4 (and b1 under b2).
+    assert nodes["b4"].summaries["b1"].conjunctions == BOX_D
     assert b2.links == ["b4"] and b2.entry("b4") == BOX_D
     assert b1.links == ["b2"] and b1.entry("b2") == BOX_D
-    # a parent rebuilt from the aggregate equals the one built delta by delta
-    rebuilt = RoutingTable("b2")
-    for d in up:
-        rebuilt.apply("b4", d)
-    assert rebuilt.entry("b4") == b2.entry("b4") and rebuilt.stats() == b2.stats()
+    assert {link: b4.entry(link) for link in b4.links} == BOX_C
     for doc in (STOCKS_SF, URGENT_STOCKS, TIDES_DOC):
         assert b1.route(doc) == {"b2"} and b2.route(doc) == {"b4"}
-    assert not tables["b3"].links and not tables["b5"].links and not tables["b6"].links
+    assert "b1" not in nodes["b3"].tables and "b1" not in nodes["b5"].tables
+
+
+def test_box_d_generalized_keeps_the_path_common_to_all_disjuncts():
+    """The paper's Figure 6(d): broker 4 over budget sends P_SF alone (with Q2 on SF
+    as in the paper's figure), and SF+Sports passes broker 1 and dies at broker 4."""
+    sf = "head/pubdata/@edition.area = 'SF'"
+    texts = {"Q1": ("b5", f"/nitf[{sf} and .//tobject.subject/@tobject.subject.type = 'Stock']"),
+             "Q2": ("b5", f"/nitf[{sf} and .//tobject.subject/@tobject.subject.matter = 'fishing']"),
+             "Q3": ("b6", f"/nitf[{sf} and head/docdata/series/@series.name = 'Tide Forecasts']")}
+    ov = builtin("figure4")
+    nodes = {b: Node(b, ov, Budget(atoms=1) if b == "b4" else None) for b in ov.brokers}
+    _flush(nodes, [(host, u) for pid, (host, text) in texts.items() for u in nodes[host].host(pid, 1, text)])
+    sports = b"<nitf><head><pubdata edition.area='SF'/><tobject><tobject.subject tobject.subject.type='Sports'/></tobject></head></nitf>"
+    for sample in (sports, b"<nitf><head><pubdata edition.area='NY'/></head></nitf>"):
+        nodes["b4"].forwards("b1", sample, sample=True)
+    plan = nodes["b4"].summary_plan("b1")
+    _flush(nodes, [("b4", u) for u in nodes["b4"].generalize("b1", plan)])
+    assert nodes["b2"].tables["b1"].entry("b4") == {frozenset({SF})}
+    assert nodes["b1"].tables["b1"].entry("b2") == {frozenset({SF})}
+    assert nodes["b1"].route("b1", sports) == ["b2"] and nodes["b2"].route("b1", sports) == ["b4"]
+    assert nodes["b4"].route("b1", sports) == []
+    assert Plan.from_json(plan.to_json()) == plan  # what the broker logs, adopted the same by every copy
 
 
 @pytest.mark.skipif(not FISHING.exists(), reason="the shared news corpus is not here")
@@ -137,14 +172,11 @@ def test_the_papers_sample_document_goes_down_to_broker_6_only():
 
 
 def test_deleting_q3_removes_the_b6_entry_all_the_way_up():
-    tables = _build()
-    tree = builtin("figure4").tree("b1")
-    delta, below = Delta("Q3", 2, None), "b6"
-    for broker in tree.path_to_root("b6")[1:]:
-        assert tables[broker].apply(below, delta)
-        below = broker
-    assert tables["b4"].links == ["b5"]
-    assert tables["b2"].entry("b4") == tables["b1"].entry("b2") == BOX_C["b5"]
-    assert tables["b4"].route(TIDES_DOC) == set()
-    assert tables["b1"].route(TIDES_DOC) == set()
-    assert tables["b1"].route(STOCKS_SF) == {"b2"}
+    nodes = _nodes()
+    _flush(nodes, [("b6", u) for u in nodes["b6"].drop("Q3", 2)])
+    b4, b2, b1 = (nodes[b].tables["b1"] for b in ("b4", "b2", "b1"))
+    assert b4.links == ["b5"]
+    assert b2.entry("b4") == b1.entry("b2") == BOX_C["b5"]
+    assert b4.route(TIDES_DOC) == set()
+    assert b1.route(TIDES_DOC) == set()
+    assert b1.route(STOCKS_SF) == {"b2"}

@@ -165,6 +165,47 @@ def test_budget_parse_and_errors():
 
 # -- tables with a budget ------------------------------------------------------------------
 
+class Budgeted:
+    """An exact table and its generalized view, re-planned the way a summary is
+    (:mod:`routing.summary`), routed with the view: what these tests check of
+    :class:`GeneralizedView` on many links at once."""
+
+    def __init__(self, budget: Budget, samples: int = 32) -> None:
+        self.table = RoutingTable("x")
+        self.exact = LinkMatcher()
+        self.general = GeneralizedView(budget, samples)
+        self.budget = budget
+
+    def apply(self, link: str, delta: Delta) -> None:
+        old = self.table.held(link, delta.profile_id)
+        if not self.table.apply(link, delta):
+            return
+        for conj in delta.query or ():
+            if self.exact.add(link, conj):
+                self.general.add(link, conj, self.exact)
+        for conj in (old.query or ()) if old is not None else ():
+            if self.exact.discard(link, conj):
+                self.general.discard(link, conj, self.exact)
+
+    def route(self, doc) -> set[str]:
+        message = self.general.observe(doc)
+        if self.general.due(self.exact):
+            self.general.rebuild(self.exact)
+        return self.general.matcher.route(message)
+
+    def entry(self, link: str):
+        return self.exact.conjunctions(link)
+
+    def view(self, link: str):
+        return self.general.matcher.conjunctions(link)
+
+    def stats(self) -> dict:
+        return {**self.general.matcher.stats(), "rebuilds": self.general.rebuilds,
+                **{f"exact_{k}": v for k, v in self.exact.stats().items()}}
+
+    def regeneralize(self) -> None:
+        self.general.rebuild(self.exact)
+
 def _profiles(seed, n, **kw):
     kw = {"n_preds": (1, 3), "n_nested": 1, **kw}
     return ProfileGenerator(SCHEMA, seed=seed, distinct=False, **kw).batch(n)
@@ -190,7 +231,7 @@ def test_generalized_tables_never_lose_a_match(seed, links, atoms, states, preds
     """Exact table ⊇ lxml truth, generalized view ⊇ exact table, budget always met."""
     rnd = random.Random(seed)
     profiles = _profiles(seed, 120, rich=0.3)
-    exact, general = RoutingTable("x"), RoutingTable("x", Budget(atoms, states, preds), samples=8)
+    exact, general = RoutingTable("x"), Budgeted(Budget(atoms, states, preds), 8)
     by_link: dict[str, list[str]] = {}
     for i, p in enumerate(profiles):
         link = f"l{rnd.randrange(links)}"
@@ -209,7 +250,7 @@ def test_generalized_tables_stay_safe_under_churn(seed):
     at once (by the rules or exactly), deletes never leave a link uncovered."""
     rnd = random.Random(seed)
     pool = _profiles(seed, 300)
-    exact, general = RoutingTable("x"), RoutingTable("x", Budget(atoms=40, predicates=15), samples=6)
+    exact, general = RoutingTable("x"), Budgeted(Budget(atoms=40, predicates=15), 6)
     live: dict[str, tuple[str, str, int]] = {}
     docs = _docs(seed + 1, 30)
     for step in range(30):
@@ -238,7 +279,7 @@ def test_generalized_tables_stay_safe_under_churn(seed):
 
 def test_generalizing_prefers_what_costs_least_on_the_sample():
     """Values that recent messages never carry are merged, not dropped."""
-    table = RoutingTable("b4", Budget(atoms=2))
+    table = Budgeted(Budget(atoms=2))
     for i, area in enumerate(["NY", "LA", "SF"]):
         table.apply("b5", Delta(f"q{i}", 1, map_profile(f"/nitf/head/pubdata[@edition.area = '{area}']")))
     table.apply("b6", Delta("q9", 1, map_profile("/nitf/body//hl1[@id = 'x']")))
@@ -251,7 +292,7 @@ def test_generalizing_prefers_what_costs_least_on_the_sample():
 
 
 def test_new_conjunctions_follow_the_plan_and_do_not_grow_the_view():
-    table = RoutingTable("b4", Budget(atoms=1))
+    table = Budgeted(Budget(atoms=1))
     for i, area in enumerate(["NY", "LA"]):
         table.apply("b5", Delta(f"q{i}", 1, map_profile(f"/nitf/head/pubdata[@edition.area = '{area}']")))
     table.route(b"<nitf/>")
@@ -266,7 +307,7 @@ def test_generalization_trims_the_table_and_keeps_most_of_its_filtering():
     """A budget of 3/4 of the exact atoms (the plan aims at 4/5 of that) costs less
     than twice the exact traffic; the view has 40% fewer atoms."""
     profiles = _profiles(7, 1500, n_preds=(2, 3))
-    exact, general = RoutingTable("x"), RoutingTable("x", Budget(atoms=1900), samples=16)
+    exact, general = RoutingTable("x"), Budgeted(Budget(atoms=1900), 16)
     for i, p in enumerate(profiles):
         d = Delta(f"p{i}", 1, map_profile(p))
         exact.apply(f"l{i % 60}", d)
@@ -307,7 +348,7 @@ def test_a_table_far_over_budget_is_planned_in_a_batch_as_well_as_by_the_lazy_se
 
     def routed(batch_until: float) -> int:
         monkeypatch.setattr(routing.planner, "_BATCH_UNTIL", batch_until)
-        exact, general = RoutingTable("x"), RoutingTable("x", Budget(atoms=100), samples=16)
+        exact, general = RoutingTable("x"), Budgeted(Budget(atoms=100), 16)
         for i, p in enumerate(profiles):
             d = Delta(f"p{i}", 1, map_profile(p))
             exact.apply(f"l{i % 20}", d)
