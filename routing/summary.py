@@ -63,12 +63,16 @@ NEED_ID = "~need"
 
 
 def group(conj: Conjunction) -> str:
-    """The group a conjunction is generalized in: its anchor's skeleton.
+    """The group a conjunction is generalized in: its anchor's skeleton, shortened to
+    its first and last step (so a group's common conjunction keeps at least that).
 
-    >>> group(frozenset({"/quote/symbol[. = 'S1']", "/quote"}))
-    '/quote/symbol'
+    >>> group(frozenset({"/quote/symbol[. = 'S1']", "/quote"})), group(frozenset({"/a/b/c[@x = '1']"}))
+    ('//symbol', '/a//c')
     """
-    return A.skeleton(anchor(conj)) if conj else ""
+    if not conj:
+        return ""
+    skeleton = A.skeleton(anchor(conj))
+    return A.shorten(skeleton) or skeleton
 
 NOTHING: Needed = Need(frozenset())
 """The need of a conjunction's pseudo-profile: nothing (the ``~need`` one says it)."""
