@@ -111,6 +111,20 @@ class GeneralizedView:
             self._discard(link, held)
             del self._common[link]
 
+    def collapse(self, link: str) -> None:
+        """Make ``link``'s conjunctions the one they all imply (kind a) until the next
+        plan: what keeps a view within budget between plans, deterministically."""
+        held = self.matcher.conjunctions(link)
+        weaker = A.prune(A.common(held))
+        if held == {weaker}:
+            return
+        for conj in held:
+            while not self.matcher.discard(link, conj):
+                pass
+            self.journal.append((link, conj, False))
+        self._add(link, weaker)
+        self._common[link] = weaker
+
     def _add(self, link: str, conj: Conjunction) -> None:
         if self.matcher.add(link, conj):
             self.journal.append((link, conj, True))

@@ -159,11 +159,13 @@ class Node:
 
     def share(self, root: str) -> Budget | None:
         """The budget of this node's summary of ``root``'s tree: the parent's budget
-        over the parent's children (so the parent's table fits it)."""
+        (its own in the overlay config, else this node's) over the parent's children,
+        so that the parent's table fits it."""
         parent = self.parent(root)
-        if self.budget is None or parent is None:
+        budget = None if parent is None else self.overlay.budget(parent) or self.budget
+        if budget is None:
             return None
-        return self.budget.scaled(1 / len(self.overlay.tree(root).children[parent]))
+        return budget.scaled(1 / len(self.overlay.tree(root).children[parent]))
 
     def summary(self, root: str) -> Summary | None:
         """What this node's parent in ``root``'s tree holds for it (None at the root)."""

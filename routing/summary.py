@@ -150,6 +150,8 @@ class Summary:
         if self.exact.add(link, conj):
             if self.view is not None:
                 self.view.add(link, conj, self.exact)
+                if self.view.rebuilds and not self.budget.fits(self.view.matcher.stats()):
+                    self.view.collapse(link)  # within budget until the next plan
             else:
                 self._journal.append((link, conj, True))
 

@@ -124,16 +124,19 @@ def test_links_carry_projections_and_every_result_is_the_centralized_engines(clu
 
 
 def test_a_budgeted_table_stays_within_its_budget_and_misses_nothing(cluster, registered):
-    """b2's table (the profiles below b2 -> b4) routes with a generalized view; the
-    deliveries were exact above (0 false negatives), and onyx status reports the view
-    within the budget and the false positives it cost."""
+    """b2's table holds b4's summary (ONYX 4.2.1 Aggregate(), generalized to b2's
+    budget): the deliveries were exact above (0 false negatives), and onyx status
+    reports b2's table within the budget, b4's summary smaller than the exact queries
+    below it, and the false positives it cost."""
     status = {b["broker"]: b for b in cluster.status()["brokers"]}
     b2 = status["b2"]
     assert b2["budget"] == str(Budget.parse(BUDGET))
-    view = b2["routing"]["b1"]
-    assert Budget.parse(BUDGET).fits(view), view
-    assert view["exact_atoms"] > view["atoms"], "the exact table should not fit the budget"
-    assert sum(b2["false_positives"].values()) >= 0 and status["b4"]["budget"] is None
+    table = b2["routing"]["b1"]
+    assert Budget.parse(BUDGET).fits(table), table
+    sent = status["b4"]["routing"]["b1"]["summary"]
+    assert sent["budget"] == str(Budget.parse(BUDGET)) and sent["plans"] >= 1
+    assert sent["exact_atoms"] > sent["atoms"], "b4's summary should not fit the budget exactly"
+    assert all(n >= 0 for n in status["b4"]["false_positives"].values())
 
 
 def test_a_brokers_link_rows_for_a_message_go_out_before_its_deliveries(cluster, registered):
