@@ -219,7 +219,7 @@ class _Task:
             elif topic.startswith(topics.BROKER_PREFIX):
                 counts["forwarded"] += 1
                 counts["link_bytes"] += size
-                if headers and headers[-1][0] == "onyx-transform":  # a projection (the last field)
+                if headers and any(k == "onyx-transform" for k, _ in headers[-2:]):  # a projection (last fields)
                     counts["projected"] += 1
                     counts["projected_bytes"] += size
             elif topic == topics.DEAD_LETTER:
