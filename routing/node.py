@@ -58,7 +58,7 @@ from routing.dnf import RoutingQuery, map_profile
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
 from routing.planner import Plan
-from routing.projection import WHOLE, need
+from routing.projection import Needed, need
 from routing.summary import Summary
 from routing.table import Delta, RoutingTable
 from yfilter import Engine, validate
@@ -215,7 +215,7 @@ class Node:
         self.version += 1
         return [] if old is None else self._change_all(None, self._map(old.text))
 
-    def _map(self, text: str) -> tuple[RoutingQuery, object]:
+    def _map(self, text: str) -> tuple[RoutingQuery, Needed]:
         return self.query(text), need(text, self.namespaces)
 
     def _known(self, pid: str) -> int:
@@ -238,10 +238,12 @@ class Node:
         """A new tree: every hosted profile joins this node's summary of it."""
         return [u for pid in sorted(self.profiles) for u in self._change(root, self._map(self.profiles[pid].text), None)]
 
-    def _change_all(self, added, removed) -> list[Up]:
+    def _change_all(self, added: tuple[RoutingQuery, Needed] | None,
+                    removed: tuple[RoutingQuery, Needed] | None) -> list[Up]:
         return [u for root in self.overlay.roots for u in self._change(root, added, removed)]
 
-    def _change(self, root: str, added, removed) -> list[Up]:
+    def _change(self, root: str, added: tuple[RoutingQuery, Needed] | None,
+                removed: tuple[RoutingQuery, Needed] | None) -> list[Up]:
         summary = self.summary(root)
         if summary is None:
             return []
