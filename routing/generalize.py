@@ -223,17 +223,13 @@ class GeneralizedView:
         common = A.prune(A.common(c for _, c in items))
         paper = Plan(Rules(), {link: common for link in exact.links}, Counter(common=len(exact.links)))
         other = self._build(exact, paper)
-        if self.budget.fits(other.stats()) and (self._let_through(other, samples), len(common)) < (
-                self._let_through(matcher, samples), 0):
+        full = (1 << len(samples)) - 1
+        if self.budget.fits(other.stats()) and (_let_through(other, bits, full), len(common)) < (
+                _let_through(matcher, bits, full), 0):
             matcher.close()
             return paper, other
         other.close()
         return plan, matcher
-
-    @staticmethod
-    def _let_through(matcher: LinkMatcher, samples: list) -> int:
-        """(sample, link) pairs ``matcher`` routes: the filtering power plans compare."""
-        return sum(len(matcher.route(m)) for m in samples)
 
     def _build(self, exact: LinkMatcher, plan: Plan) -> LinkMatcher:
         matcher = LinkMatcher(self._engine)
@@ -243,3 +239,18 @@ class GeneralizedView:
             if link not in plan.common:
                 matcher.add(link, plan.rules.conjunction(conj))
         return matcher
+
+
+def _let_through(matcher: LinkMatcher, bits, full: int) -> int:
+    """(sample, link) pairs ``matcher`` routes, from its atoms' sample bits (derived
+    atoms by their skeleton's): the filtering power two plans are compared by."""
+    items = list(matcher.items())
+    known = bits({a for _, conj in items for a in conj})
+    per_link: dict[str, int] = {}
+    for link, conj in items:
+        mask = full
+        for a in conj:
+            mask &= known[a]
+        per_link[link] = per_link.get(link, 0) | mask
+    return sum(m.bit_count() for m in per_link.values())
+
