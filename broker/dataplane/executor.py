@@ -11,7 +11,10 @@ topic partition, and:
    (so it takes effect before the messages after it) and queued for the state log.
    Messages go through :meth:`~broker.dataplane.plan.Plan.receive` and
    :meth:`~broker.dataplane.plan.Plan.route`, their link rows written at once; their deliveries
-   are matched after the run of messages is routed, before the next control packet;
+   are matched after the run of messages is routed, before the next control packet.
+   This order is the broker's priority-ordered plan (ONYX 4.3.1's priorities without
+   its shared operator network, see ``docs/departures.md``): routing and the routed
+   links' projections first, local profiles last, so forwarding never waits for them;
 3. flushes what it wrote (:mod:`broker.dataplane.sink`), then appends the packets it applied to
    the state logs and flushes again (a packet is in the log only once its own output is
    in Kafka), and adds its counts and stage times to the job's accumulator.

@@ -155,3 +155,28 @@ def test_a_copy_a_failed_task_left_behind_is_rebuilt_from_the_log(kafka):
     # ... changes it and dies before its packets reach the log: the next task must not use it
     assert a.get("b6", 1) is not half_done
     assert "p1" in a.copies["b6"].plan.state.profiles
+
+
+def test_a_run_of_messages_goes_down_its_links_before_any_is_matched_locally(kafka):
+    """ONYX 4.3.1's priority as the executor realises it: b4 hosts a profile and forwards
+    to b6, which hosts one too; every link row of a run of messages reaches the sink
+    before the first delivery row of any of them."""
+    spec = _spec()
+    a = _worker(kafka, spec)
+    _run(a, [("onyx.broker.b6", 0, "query", b"p1", _profile("add", 1), [("onyx-flow", b"query")])])
+    (delta,) = [r for r in kafka.rows if r[0] == topics.broker_topic("b4")]
+    _run(a, [(delta[0], 0, "query", delta[1], delta[2], delta[3])])
+    at_b4 = json.dumps({"op": "add", "profile_id": "p4", "version": 1, "text": "/nitf/head",
+                        "delivery_topic": "onyx.deliver.s1"}).encode()
+    _run(a, [("onyx.broker.b4", 1, "query", b"p4", at_b4, [("onyx-flow", b"query")])])
+    start = len(kafka.rows)
+    header = [("onyx-flow", b"xml"), ("onyx-format", b"text"), ("onyx-root-broker", b"b1")]
+    mids = ["m1", "m2", "m3"]
+    _run(a, [("onyx.broker.b4", 2 + i, "xml", mid.encode(), DOC, header + [("onyx-message-id", mid.encode())])
+             for i, mid in enumerate(mids)])
+    rows = [(i, r[0], dict(r[3])["onyx-message-id"].decode()) for i, r in enumerate(kafka.rows[start:])
+            if r[0] in (topics.broker_topic("b6"), "onyx.deliver.s1")]
+    forwards = {mid: i for i, topic, mid in rows if topic == topics.broker_topic("b6")}
+    delivered = {mid: i for i, topic, mid in reversed(rows) if topic == "onyx.deliver.s1"}  # the first
+    assert sorted(forwards) == sorted(delivered) == mids
+    assert max(forwards.values()) < min(delivered.values())

@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["yfilter", "yfilter.engine", "yfilter.generators.corpus", "yfilter.native", "yfilter.nfa", "yfilter.operators",
+MODULES = ["yfilter", "yfilter.engine", "yfilter.flwr", "yfilter.generators.corpus", "yfilter.generators.flwr",
+           "yfilter.native", "yfilter.nfa", "yfilter.operators", "yfilter.steps",
            "yfilter.values", "yfilter.validation"]
 
 
