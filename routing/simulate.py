@@ -96,7 +96,9 @@ from yfilter.flwr import is_flwr
 
 OVERLAYS = ("geometric", "transit-stub", "tree", "ring")
 ENGINES = ("shared", "per-broker")
-DEFAULT_BUDGET = Budget(atoms=1000, states=3000, predicates=300)
+DEFAULT_BUDGET = Budget(atoms=4000, states=12000, predicates=2000)
+"""The running overlay's default budget (``ONYX_TABLE_BUDGET``, broker/config.py), so that
+the simulator's figures are the system's."""
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 
 
@@ -755,7 +757,7 @@ def parser() -> argparse.ArgumentParser:
     a("--generalize", action=argparse.BooleanOptionalAction, default=False,
       help="route with generalized tables that fit --budget (default: exact tables)")
     a("--budget", type=Budget.parse, default=DEFAULT_BUDGET, metavar="atoms=N,states=N,predicates=N",
-      help="per routing table, with --generalize (default atoms=1000,states=3000,predicates=300)")
+      help=f"per routing table, with --generalize (default {DEFAULT_BUDGET}, the running overlay's)")
     a("--interests", choices=INTERESTS, default="uniform",
       help="uniform, or geo: subscribers near each other share vocabulary and values (default uniform)")
     a("--placement", choices=sorted(STRATEGIES), default="nearest",
