@@ -13,6 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from broker.packets import delivers_to
 from broker import cli, config, topics
 from broker.clients import api
 from broker.local.cluster import LocalOverlay, OverlaySettings
@@ -132,7 +133,8 @@ def _deliveries(bootstrap: str, topic: str, key: str, until: float) -> list:
     out = []
     try:
         while time.monotonic() < until:
-            out += [m for m in consumer.consume(500, timeout=0.5) if m.error() is None and m.key().decode() == key]
+            out += [m for m in consumer.consume(500, timeout=0.5)
+                    if m.error() is None and delivers_to(key, m.key(), m.headers())]
     finally:
         consumer.close()
     return out
