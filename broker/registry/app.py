@@ -742,8 +742,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                       413: _too_large(MAX_BODY_BYTES),
                       422: "not a profile (with the column where the parser stopped), a bad or missing field, a "
                            "delivery topic outside your namespace and the operator's prefixes (Kafka's __* and the "
-                           "overlay's own topics included) or one Kafka refuses, or an unknown broker in near: "
-                           "nothing was registered",
+                           "overlay's own topics included) or one Kafka refuses, delivery.by reference for a "
+                           "transformation profile, or an unknown broker in near: nothing was registered",
                       429: _RATE, 503: _UNAVAILABLE}
 
     # -- publishers and sources ------------------------------------------------------------------
@@ -1095,8 +1095,9 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                              "and is not yours: nothing was changed",
                                         413: _too_large(MAX_BODY_BYTES),
                                         422: "not a profile (with the column where the parser stopped), a bad or "
-                                             "missing field, or a delivery topic outside your namespace and the "
-                                             "operator's prefixes or one Kafka refuses: the profile stays as it was",
+                                             "missing field, a delivery topic outside your namespace and the "
+                                             "operator's prefixes or one Kafka refuses, or a transformation profile "
+                                             "delivering by reference: the profile stays as it was",
                                         429: _RATE, 503: _UNAVAILABLE}))
     def update_profile(profile_id: str, body: ProfileUpdate, who: Caller = Depends(access.allow(
             "owner", "subscriber", sees="its own profile"))) -> ProfileView:
