@@ -43,7 +43,7 @@ from formats.header import PacketHeader
 from routing.overlay import builtin
 
 RESULTS = Path(__file__).resolve().parent / "results" / "delivery_volume.json"
-LAYOUTS = ("one subscriber", "1,000 subscribers")
+LAYOUTS = ("one", "spread")  # every profile of one subscriber; profile i of subscriber i mod --subscribers
 WAYS = ("copy", "reference")
 
 
@@ -84,7 +84,7 @@ def host(n: int, seed: int, docs: list[bytes]) -> Plan:
 def arrange(plan: Plan, layout: str, way: str, subscribers: int) -> None:
     """Point every hosted profile at its delivery topic for ``layout`` and set its way."""
     for i, (pid, hosted) in enumerate(sorted(plan.node.profiles.items())):
-        hosted.target = topics.delivery_topic("s0" if layout == LAYOUTS[0] else f"s{i % subscribers}")
+        hosted.target = topics.delivery_topic("s0" if layout == "one" else f"s{i % subscribers}")
     plan.state.by_reference.clear()
     if way == "reference":
         plan.state.by_reference.update(plan.node.profiles)
@@ -156,7 +156,9 @@ def run(sizes: list[int], subscribers: int, seed: int, corpus: Path) -> dict:
             for way in WAYS:
                 arrange(plan, layout, way, subscribers)
                 rows = measure(plan, inbounds, results)
-                res["runs"].append({"profiles": n, "layout": layout, "way": way, **summary(rows), "messages_detail": rows})
+                label = "one subscriber" if layout == "one" else f"{subscribers:,} subscribers"
+                res["runs"].append({"profiles": n, "layout": label, "way": way, **summary(rows),
+                                    "messages_detail": rows})
                 s = res["runs"][-1]
                 print(f"  {n:>7,} {layout:<18} {way:<9} records {s['median']['records_before']:>8,.0f} -> "
                       f"{s['median']['records_after']:>6,.0f}   bytes {s['median']['bytes_before']:>13,.0f} -> "
@@ -168,12 +170,15 @@ def table(res: dict) -> str:
     lines = [f"Delivery volume per message at one host broker ({res['documents']} corpus messages, medians over "
              "those that matched; before = one record per match)",
              f"{'profiles':>9} {'subscribers':<18} {'way':<9} {'matches':>8} {'records before':>15} "
-             f"{'after':>7} {'bytes before':>14} {'after':>11} {'bytes x':>8} {'total x':>8}"]
+             f"{'after':>7} {'bytes before':>14} {'after':>11} {'bytes x':>8} {'total x':>8} {'rows ms':>8} "
+             f"{'after':>6}"]
     for r in res["runs"]:
         m = r["median"]
         lines.append(f"{r['profiles']:>9,} {r['layout']:<18} {r['way']:<9} {m['matches']:>8,.0f} "
                      f"{m['records_before']:>15,.0f} {m['records_after']:>7,.0f} {m['bytes_before']:>14,.0f} "
-                     f"{m['bytes_after']:>11,.0f} {r['ratio_bytes_median']:>8,.1f} {r['ratio_bytes_total']:>8,.1f}")
+                     f"{m['bytes_after']:>11,.0f} {r['ratio_bytes_median']:>8,.1f} {r['ratio_bytes_total']:>8,.1f} "
+                     f"{m['ms_before']:>8.2f} {m['ms_after']:>6.2f}")
+    lines.append("rows ms: CPU to make the rows from the match results (matching itself, the same for both, left out)")
     lines.append("by reference the message is also stored once, by the archive (median "
                  f"{statistics.median(r['archive_bytes_median'] for r in res['runs']):,.0f} bytes), as it is for "
                  "time travel anyway")
@@ -187,8 +192,9 @@ def plot(res: dict, png: Path) -> None:
     import matplotlib.pyplot as plt
 
     runs = res["runs"]
-    labels = [f"{r['profiles'] // 1000}k\n{'1 sub' if r['layout'] == LAYOUTS[0] else '1,000 subs'}\n{r['way']}"
-              for r in runs]
+    short = {"one subscriber": "1 sub"}
+    labels = [f"{r['profiles'] / 1000:g}k\n{short.get(r['layout'], r['layout'].replace('subscribers', 'subs'))}"
+              f"\n{r['way']}" for r in runs]
     x = range(len(runs))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for ax, what, unit in ((axes[0], "bytes", "bytes per message"), (axes[1], "records", "records per message")):
@@ -204,7 +210,7 @@ def plot(res: dict, png: Path) -> None:
             ax.annotate(f"{b / max(a, 1):,.0f}x", (i, max(b, a)), ha="center", va="bottom", fontsize=7)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Result volume at one host broker, {res['documents']} corpus messages "
-                 "(corpus-derived filters, all of one subscriber or spread over 1,000)", fontsize=10)
+                 f"(corpus-derived filters, all of one subscriber or spread over {res['subscribers']:,})", fontsize=10)
     fig.tight_layout()
     fig.savefig(png, dpi=120)
     plt.close(fig)

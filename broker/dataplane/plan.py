@@ -308,11 +308,14 @@ class Plan:
                 rows += [(topic, pid.encode(), doc, own) for doc in results[pid]]
             else:
                 shared.setdefault((topic, pid in by_reference), []).append(pid)
+        refer = None
         for (topic, reference), pids in shared.items():
             copy = results[pids[0]][0]  # every filter's result is the message itself
             extra = [(packets.DELIVERY, packets.REFERENCE)] if reference else []
+            if reference and refer is None:
+                refer = packets.references(header.message_id, header.source_id)
             for ids in packets.id_slices(pids, self.settings.profiles_header_bytes):
-                value = packets.reference(header.message_id, header.source_id, ids[0]) if reference else copy
+                value = refer(ids[0]) if reference else copy
                 rows.append((topic, ids[0].encode(), value,
                              out + [(packets.PROFILES, ",".join(ids).encode())] + extra))
         return rows
