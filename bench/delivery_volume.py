@@ -160,7 +160,7 @@ def run(sizes: list[int], subscribers: int, seed: int, corpus: Path) -> dict:
                 res["runs"].append({"profiles": n, "layout": label, "way": way, **summary(rows),
                                     "messages_detail": rows})
                 s = res["runs"][-1]
-                print(f"  {n:>7,} {layout:<18} {way:<9} records {s['median']['records_before']:>8,.0f} -> "
+                print(f"  {n:>7,} {label:<18} {way:<9} records {s['median']['records_before']:>8,.0f} -> "
                       f"{s['median']['records_after']:>6,.0f}   bytes {s['median']['bytes_before']:>13,.0f} -> "
                       f"{s['median']['bytes_after']:>11,.0f}  ({s['ratio_bytes_median']:,.0f}x)", flush=True)
     return res
