@@ -130,7 +130,7 @@ def _cmd_subscribe(args: argparse.Namespace) -> int:
     bootstrap, api_url = (None, args.api) if args.sse and args.api else _endpoints(args)
     clients.subscribe(api_url, bootstrap, args.profile, _say, near=args.near, delivery_topic=args.delivery_topic,
                       subscriber_token=args.subscriber_token, count=args.count, timeout=args.timeout, keep=args.keep,
-                      sse=args.sse)
+                      sse=args.sse, by_reference=args.by_reference)
     return 0
 
 
@@ -479,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "subscriber, printed with --keep)")
     subscribe.add_argument("--sse", action="store_true", help="read the deliveries from the registration service's "
                            "event stream (GET /profiles/{id}/deliveries) instead of Kafka")
+    subscribe.add_argument("--by-reference", action="store_true", help="deliveries carry a reference to the message "
+                           "(delivery.by reference), which is fetched from the service's archive "
+                           "(GET /profiles/{id}/messages/{message id}) and printed")
     subscribe.add_argument("--count", type=int, default=0, help="stop after N deliveries")
     subscribe.add_argument("--timeout", type=float, default=0.0, help="stop after S seconds")
     subscribe.add_argument("--keep", action="store_true", help="keep the profile registered (prints its token)")

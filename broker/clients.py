@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from broker import config, topics
+from broker import config, packets, topics
 
 Say = Callable[[str], None]
 
@@ -92,6 +92,39 @@ def api(method: str, url: str, body: dict | None = None, token: str | None = Non
             with answered(method, url, timeout):
                 raise
     return json.loads(raw) if raw else None
+
+
+REFERENCE_WAIT_S = 30.0
+"""How long :func:`fetch_reference` keeps asking for a message the archive does not hold yet
+(it archives a message a few seconds after it was published; ``ONYX_ARCHIVE_TRIGGER``)."""
+
+
+def fetch_reference(api_url: str, value: bytes, token: str | None = None, subscriber_token: str | None = None,
+                    wait: float = REFERENCE_WAIT_S) -> bytes:
+    """The message a delivery by reference names (its JSON ``value``: ``GET <api_url><href>``
+    with the profile's ``token`` or its subscriber's), asking again after each ``Retry-After``
+    while the archive does not hold it yet, for up to ``wait`` seconds; :class:`ApiError` after."""
+    try:
+        href = json.loads(value)["href"]
+    except (ValueError, KeyError, TypeError):
+        raise ApiError(f"not a delivery by reference (no JSON with an href): {value[:80]!r}") from None
+    url = api_url.rstrip("/") + href
+    headers = {**({"X-Onyx-Token": token} if token else {}),
+               **({"X-Onyx-Subscriber-Token": subscriber_token} if subscriber_token else {})}
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, None, headers), timeout=30) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as exc:
+            retry = exc.headers.get("Retry-After")
+            if exc.code != 404 or retry is None or time.monotonic() + float(retry) > deadline:
+                with answered("GET", url, 30):
+                    raise
+            time.sleep(float(retry))
+        except (urllib.error.URLError, TimeoutError):
+            with answered("GET", url, 30):
+                raise
 
 
 @contextmanager
@@ -282,17 +315,19 @@ def stream_deliveries(api_url: str, profile_id: str, token: str, *, last_event_i
 
 def subscribe(api_url: str, bootstrap: str | None, text: str, say: Say, *, near: str | None = None,
               delivery_topic: str | None = None, subscriber_token: str | None = None, count: int = 0,
-              timeout: float = 0.0, keep: bool = False, sse: bool = False) -> int:
+              timeout: float = 0.0, keep: bool = False, sse: bool = False, by_reference: bool = False) -> int:
     """Register ``text`` (for the subscriber of ``subscriber_token``, else a new one),
     print its deliveries as they arrive; stop after ``count`` deliveries or ``timeout``
     seconds (0: until Ctrl-C); delete the profile at the end unless ``keep``. Returns
     the number of deliveries. With ``sse`` the deliveries come from the service's event
     stream (:func:`stream_deliveries`) instead of Kafka: no Kafka client is needed (``bootstrap``
-    may be None)."""
+    may be None). With ``by_reference`` the deliveries carry references, and each message is
+    fetched from the service (:func:`fetch_reference`)."""
     if bootstrap is None and not sse:
         raise ApiError("reading deliveries from Kafka needs its address (--bootstrap-servers), or use --sse")
-    body = {"text": text, **({"near": near} if near else {}),
-            **({"delivery": {"topic": delivery_topic}} if delivery_topic else {})}
+    delivery = {**({"topic": delivery_topic} if delivery_topic else {}),
+                **({"by": "reference"} if by_reference else {})}
+    body = {"text": text, **({"near": near} if near else {}), **({"delivery": delivery} if delivery else {})}
     reg = api("POST", f"{api_url}/profiles", body, subscriber_token=subscriber_token)
     pid = reg["profile_id"]
     # A new subscriber's own topic is new: read it all. Otherwise from now on: a new
@@ -314,6 +349,8 @@ def subscribe(api_url: str, bootstrap: str | None, text: str, say: Say, *, near:
         for got in records:
             if got is not None:
                 mid, value = got
+                if by_reference:
+                    value = fetch_reference(api_url, value, token=reg["token"])
                 received += 1
                 preview = value[:160].decode(errors="replace").replace("\n", " ")
                 say(f"[{time.strftime('%H:%M:%S')}] message {mid} ({len(value)} bytes): {preview}")
@@ -338,10 +375,11 @@ def subscribe(api_url: str, bootstrap: str | None, text: str, say: Say, *, near:
 
 
 def _kafka_deliveries(reader: TopicTail, topic: str, pid: str) -> Iterator[tuple[str, bytes] | None]:
-    """``(message id, value)`` of the profile's records on ``topic``; ``None`` after each quiet half second."""
+    """``(message id, value)`` of the profile's records on ``topic`` (:func:`broker.packets.delivers_to`: a
+    record may be for several profiles of the topic); ``None`` after each quiet half second."""
     while True:
         for r in reader:
-            if r.topic == topic and r.key == pid.encode():
+            if r.topic == topic and packets.delivers_to(pid, r.key, r.headers):
                 yield dict(r.headers).get("onyx-message-id", b"?").decode(errors="replace"), r.value
         yield None
 

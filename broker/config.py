@@ -120,6 +120,15 @@ KAFKA_SECURITY_PROTOCOL = os.environ.get("ONYX_KAFKA_SECURITY_PROTOCOL", "SASL_P
 DELIVERY_PARTITIONS = int(os.environ.get("ONYX_DELIVERY_PARTITIONS", "1"))
 """Partitions of each delivery topic the registration service creates (ONYX_DELIVERY_PARTITIONS)."""
 
+DELIVERY_PROFILES_HEADER_BYTES = int(os.environ.get("ONYX_DELIVERY_PROFILES_HEADER_BYTES", str(64 * 1024)))
+"""Most bytes of the ``onyx-profiles`` header of one delivery record (ONYX_DELIVERY_PROFILES_HEADER_BYTES):
+a host broker writes one record per delivery topic and message for all the filters there that match
+it, listing their ids in that header; more ids than fit are split over several records (each with
+the message). 64 KB holds about 3,800 service-made ids (16 hex digits and a comma): few records even
+when 100,000 profiles match, while a record with its header stays far below Kafka's default limit of
+1 MB per record and a reader that splits the header for each record (the event streams, webhooks)
+never parses more than 64 KB of it."""
+
 API_HOST = os.environ.get("ONYX_API_HOST", "127.0.0.1")
 """Address the registration service binds to (ONYX_API_HOST); loopback by default."""
 

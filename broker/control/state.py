@@ -98,6 +98,10 @@ class BrokerState:
     outbox: dict[tuple[str, str], dict[str, Delta]] = field(default_factory=dict)
     """Routing deltas not yet sent: (parent, root) -> profile id -> its newest delta."""
 
+    by_reference: set[str] = field(default_factory=set)
+    """Hosted profiles delivering by reference (query packet field ``delivery_by``): their records
+    carry a reference to the message, not the message (:mod:`broker.dataplane.plan`)."""
+
     def __post_init__(self) -> None:
         self.node = Node(self.broker, self.overlay, self.budget)
         self.metadata = BrokerRepository(self.broker)
@@ -175,11 +179,21 @@ class BrokerState:
     def _profile(self, body: dict) -> list[Row]:
         pid, version, op = str(body["profile_id"]), int(body["version"]), body["op"]
         if op == "delete":
-            return self._queue(self.node.drop(pid, version))
-        if op in ("add", "update"):
+            rows = self._queue(self.node.drop(pid, version))
+        elif op in ("add", "update"):
             # a bad text raises ProfileError (a ValueError): a dead letter, nothing changed
-            return self._queue(self.node.host(pid, version, str(body["text"]), str(body["delivery_topic"])))
-        raise ControlError(f"unknown profile op {op!r}")
+            rows = self._queue(self.node.host(pid, version, str(body["text"]), str(body["delivery_topic"])))
+        else:
+            raise ControlError(f"unknown profile op {op!r}")
+        hosted = self.node.profiles.get(pid)
+        if hosted is None:
+            self.by_reference.discard(pid)
+        elif hosted.version == version:  # this packet's version is the one hosted (not an older one)
+            if body.get("delivery_by") == "reference":
+                self.by_reference.add(pid)
+            else:
+                self.by_reference.discard(pid)
+        return rows
 
     def _route(self, body: dict) -> list[Row]:
         root, child = str(body["root"]), str(body["from"])

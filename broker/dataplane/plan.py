@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import formats
-from broker import topics
+from broker import config, packets, topics
 from broker.control.state import BrokerState
 from broker.packets import Row, dead_letter
 from formats.dictionary import Dictionary, DictionaryStore
@@ -48,6 +48,7 @@ from formats.header import PacketHeader
 from routing.budget import Budget
 from routing.node import Forward
 from yfilter.errors import MessageError
+from yfilter.flwr import is_flwr
 
 MODES = ("route", "flood", "floor")
 
@@ -64,8 +65,8 @@ class Limits:
 class PlanSettings:
     """How a broker's plan runs: the wire format towards child brokers, whether it is
     the guard (dead-letters messages of unknown sources), its limits, its mode, the
-    budget of its routing tables (``None``: exact tables), and whether links may carry
-    projections."""
+    budget of its routing tables (``None``: exact tables), whether links may carry
+    projections, and the most bytes of the ``onyx-profiles`` header of a delivery record."""
 
     link_format: str = "stream"
     guard: bool = False
@@ -73,11 +74,15 @@ class PlanSettings:
     mode: str = "route"
     budget: Budget | None = None
     projection: bool = True
+    profiles_header_bytes: int = config.DELIVERY_PROFILES_HEADER_BYTES
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown plan mode {self.mode!r}; one of {MODES}")
         formats.get(self.link_format)  # FormatError for an unknown format
+        if self.profiles_header_bytes < 1:
+            raise ValueError(f"profiles_header_bytes must be positive, not {self.profiles_header_bytes} "
+                             "(ONYX_DELIVERY_PROFILES_HEADER_BYTES)")
 
 
 class Inbound(NamedTuple):
@@ -98,6 +103,7 @@ class Plan:
         self.node = state.node
         self.settings = settings
         self._refusals: dict[str, str | None] = {}  # delivery topic -> why it is refused
+        self._kinds: dict[str, tuple[str, bool]] = {}  # profile id -> (its text, a transformation?)
         self._dictionary_stamp = None
         self.dictionaries = self._dictionaries()
 
@@ -269,8 +275,13 @@ class Plan:
         return formats.encode(fmt, message, dictionary=dictionary), out
 
     def deliver(self, inbound: Inbound) -> list[Row]:
-        """The deliveries of the profiles hosted here: the message for a filter, one
-        result document per binding for a transformation profile."""
+        """The deliveries of the profiles hosted here: for the filters that match, one record
+        per delivery topic (and way of delivery: the message, or a :func:`reference
+        <broker.packets.reference>` to it), keyed by the first of their ids (sorted), every id in
+        the ``onyx-profiles`` header (split over several records past
+        :attr:`PlanSettings.profiles_header_bytes`); for a transformation profile, one record
+        per result document, keyed by its id. A thousand filters of one subscriber matching a
+        message cost one record, not a thousand copies of the message."""
         hosted = self.node.profiles
         if not hosted:
             return []
@@ -290,13 +301,40 @@ class Plan:
             return []
         out = PacketHeader("xml", format="text", source_id=header.source_id,
                            root_broker=header.root_broker, message_id=header.message_id).to_kafka()
-        rows = []
+        rows: list[Row] = []
+        shared: dict[tuple[str, bool], list[str]] = {}  # (topic, by reference) -> filters, in id order
+        by_reference = self.state.by_reference
         for pid in sorted(results):
-            topic = hosted[pid].target
+            profile = hosted[pid]
+            topic = profile.target
             reason = self.refusal(topic)
-            if reason is None:
-                rows += [(topic, pid.encode(), doc, out) for doc in results[pid]]
-            else:
+            if reason is not None:
                 rows.append(dead_letter(f"not delivered to profile {pid}: its delivery topic {reason}",
                                         *inbound.record))
+            elif self._transforms(pid, profile.text) or "," in pid:
+                # Results of its own; an id with a comma cannot be listed (it is the key alone).
+                own = out if "," in pid else out + [(packets.PROFILES, pid.encode())]
+                rows += [(topic, pid.encode(), doc, own) for doc in results[pid]]
+            else:
+                shared.setdefault((topic, pid in by_reference), []).append(pid)
+        refer = None
+        for (topic, reference), pids in shared.items():
+            copy = results[pids[0]][0]  # every filter's result is the message itself
+            extra = [(packets.DELIVERY, packets.REFERENCE)] if reference else []
+            if reference and refer is None:
+                refer = packets.references(header.message_id, header.source_id)
+            for ids in packets.id_slices(pids, self.settings.profiles_header_bytes):
+                value = refer(ids[0]) if reference else copy
+                rows.append((topic, ids[0].encode(), value,
+                             out + [(packets.PROFILES, ",".join(ids).encode())] + extra))
         return rows
+
+    def _transforms(self, pid: str, text: str) -> bool:
+        """Whether hosted profile ``pid`` (of ``text``) is a transformation profile (kept per
+        profile: asked for every match of every message)."""
+        known = self._kinds.get(pid)
+        if known is None or known[0] is not text:
+            if len(self._kinds) > 2 * len(self.node.profiles) + 1000:  # deleted profiles' entries
+                self._kinds = {p: k for p, k in self._kinds.items() if p in self.node.profiles}
+            known = self._kinds[pid] = (text, is_flwr(text))
+        return known[1]

@@ -22,7 +22,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from broker import config, topics
+from broker import config, packets, topics
 from broker.clients import TopicTail, api, messages_from, publish
 from broker.local.cluster import LocalOverlay, OverlaySettings
 from routing.overlay import builtin
@@ -173,14 +173,14 @@ def run_on(cluster: LocalOverlay, say, *, profiles: int = 2000, messages: int = 
     received_docs: dict[tuple[str, str], list[bytes]] = defaultdict(list)
 
     def take(r) -> None:
-        pid = r.key.decode()
-        if reg.topics.get(pid) != r.topic:
-            result.misdelivered += 1  # another subscriber's delivery, or none of the demo's
-        elif pid in registered:
-            mid = dict(r.headers)["onyx-message-id"].decode()
-            received[mid].add(pid)
-            if registered[pid][0] in NAMED:
-                received_docs[(mid, pid)].append(r.value)
+        for pid in packets.profile_ids(r.key, r.headers):  # one record may be for many profiles of its topic
+            if reg.topics.get(pid) != r.topic:
+                result.misdelivered += 1  # another subscriber's delivery, or none of the demo's
+            elif pid in registered:
+                mid = dict(r.headers)["onyx-message-id"].decode()
+                received[mid].add(pid)
+                if registered[pid][0] in NAMED:
+                    received_docs[(mid, pid)].append(r.value)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

@@ -33,6 +33,7 @@ A profile may also have its deliveries POSTed to a webhook (``delivery.webhook``
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import secrets
@@ -70,6 +71,7 @@ from formats.errors import FormatError
 from routing.overlay import Overlay
 from routing.placement import PlacementError, PlacementOptions, PlacementRequest, make_strategy
 from yfilter import ProfileError, validate
+from yfilter.flwr import is_flwr
 
 MAX_PROFILE_CHARS = 100_000
 MAX_SCHEMA_CHARS = 1_000_000  # a source's DTD or XML Schema (a caller without a token: config.ANONYMOUS_MAX_CHARS)
@@ -197,10 +199,36 @@ class Delivery(BaseModel):
                           "topics), and not be another subscriber's, nor a topic that exists in Kafka without having "
                           "been created for you (409)")
 
+    by: Literal["copy", "reference"] | None = Field(
+        None, description="copy (the default): each delivery record carries the message; reference: it carries "
+                          "a small JSON reference (message_id, source, href) and the message is fetched once with "
+                          "GET /profiles/{id}/messages/{message_id} from the archive (the Claim Check pattern; "
+                          "filter profiles only: a transformation's results are delivered as they are). On PUT, "
+                          "omitted: as it was")
+
     @field_validator("topic")
     @classmethod
     def _legal_topic(cls, v: str | None) -> str | None:
         return legal_topic(v)
+
+
+def delivery_by(text: str, requested: str | None, current: str = "copy") -> str:
+    """How a profile of ``text`` delivers: ``requested`` (``None``: ``current``), refused
+    (:class:`SubscriberError`, 422) by reference for a transformation profile, whose results
+    are documents of its own that the archive does not hold.
+
+    >>> delivery_by("/nitf", "reference"), delivery_by("/nitf", None, "reference")
+    ('reference', 'reference')
+    >>> delivery_by("for $n in $msg/a return <x/>", "reference")
+    Traceback (most recent call last):
+    ...
+    broker.registry.subscribers.SubscriberError: delivery.by: a transformation profile delivers its results, not the message, so it cannot deliver by reference: omit delivery.by (or give copy)
+    """
+    by = requested or current
+    if by == "reference" and is_flwr(text):
+        raise SubscriberError("delivery.by: a transformation profile delivers its results, not the message, so it "
+                              "cannot deliver by reference: omit delivery.by (or give copy)")
+    return by
 
 
 class DeliveryWithWebhook(Delivery):
@@ -230,7 +258,9 @@ class ProfileRegistered(BaseModel):
     profile_id: str
     host_broker: str
     token: str = Field(description="the profile's token, needed to update or delete it")
-    delivery_topic: str = Field(description="deliveries: Kafka records keyed by profile_id, header onyx-message-id")
+    delivery_topic: str = Field(description="deliveries: Kafka records listing profile_id in their onyx-profiles "
+                                "header (the key is the first id listed), header onyx-message-id (docs/deliveries.md)")
+    delivery_by: str | None = Field(None, description="only for a profile delivering by reference: reference")
     subscriber_id: str = Field(description="the subscriber owning the profile")
     subscriber_token: str | None = Field(None, description=f"only when the request had no {SUBSCRIBER_TOKEN_HEADER}: "
                                          "the token of the subscriber created with this profile; send it with your "
@@ -315,6 +345,8 @@ class ProfileView(BaseModel):
     delivery_topic: str
     version: int
     subscriber_id: str | None = Field(description="null for a profile registered before subscribers existed")
+    delivery_by: Literal["copy", "reference"] = Field("copy", description="what its delivery records carry: the "
+                                                      "message (copy) or a reference to it")
 
 
 class ProfileChange(BaseModel):
@@ -440,7 +472,7 @@ class MoveView(BaseModel):
 def _view(record: ProfileRecord) -> ProfileView:
     return ProfileView(profile_id=record.id, text=record.text, host_broker=record.host_broker,
                        delivery_topic=record.delivery_topic, version=record.version,
-                       subscriber_id=record.subscriber_id)
+                       subscriber_id=record.subscriber_id, delivery_by=record.delivery_by)
 
 
 def refuse_internal_profiles(store: Store, sender: Sender) -> list[tuple[ProfileRecord, str]]:
@@ -452,8 +484,7 @@ def refuse_internal_profiles(store: Store, sender: Sender) -> list[tuple[Profile
     for p, reason in refused:
         with store.transaction() as tx:
             tx.delete_profile(p.id)
-            announce_profile(sender, "delete", ProfileRecord(p.id, p.text, p.host_broker, p.delivery_topic,
-                                                             p.version + 1, p.subscriber_id))
+            announce_profile(sender, "delete", dataclasses.replace(p, version=p.version + 1))
         log.warning("refused stored profile %s (host %s): its delivery topic %s; it was deleted, not loaded. "
                     "Its subscriber must register it again with another delivery topic (or none).",
                     p.id, p.host_broker, reason)
@@ -711,8 +742,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                       413: _too_large(MAX_BODY_BYTES),
                       422: "not a profile (with the column where the parser stopped), a bad or missing field, a "
                            "delivery topic outside your namespace and the operator's prefixes (Kafka's __* and the "
-                           "overlay's own topics included) or one Kafka refuses, or an unknown broker in near: "
-                           "nothing was registered",
+                           "overlay's own topics included) or one Kafka refuses, delivery.by reference for a "
+                           "transformation profile, or an unknown broker in near: nothing was registered",
                       429: _RATE, 503: _UNAVAILABLE}
 
     # -- publishers and sources ------------------------------------------------------------------
@@ -878,11 +909,14 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                             "once)"))) -> ProfileRegistered:
         """Register a profile of the subscriber whose token is in X-Onyx-Subscriber-Token
         (or of a new subscriber, created with it and returned: subscriber_id,
-        subscriber_token). Deliveries are Kafka records on ``delivery_topic`` keyed by
-        ``profile_id``, with the message id in the ``onyx-message-id`` header."""
+        subscriber_token). Deliveries are Kafka records on ``delivery_topic`` whose
+        ``onyx-profiles`` header lists ``profile_id`` (the key is the first id listed:
+        ``profile_id`` when it is the only one), with the message id in the
+        ``onyx-message-id`` header."""
         owner = who.subscriber
         charge(who, 1, len(body.text), owner)
         validate_profile(body.text)
+        by = delivery_by(body.text, body.delivery.by if body.delivery else None)
         requested = body.delivery.topic if body.delivery else None
         webhook = body.delivery.webhook if body.delivery else None
         subscriber_id = owner or subscribers.new_id()
@@ -899,7 +933,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 with store.transaction() as tx:
                     new = None if owner else subscribers.register(tx, subscriber_id)
                     topic = subscribers.delivery_topic(tx, subscriber_id, requested)
-                    record = ProfileRecord(profile_id, body.text, host, topic, 1, subscriber_id)
+                    record = ProfileRecord(profile_id, body.text, host, topic, 1, subscriber_id, by)
                     tx.add_profile(record, token)
                     if webhook is not None:
                         tx.set_webhook(profile_id, webhook, webhook_secret, subscriber_id)
@@ -911,7 +945,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
             load.add(host)
         return ProfileRegistered(profile_id=record.id, host_broker=host, token=token, delivery_topic=topic,
                                  subscriber_id=subscriber_id, subscriber_token=new.token if new else None,
-                                 webhook_secret=webhook_secret)
+                                 webhook_secret=webhook_secret, delivery_by=by if by != "copy" else None)
 
     @app.post(BATCH_PATH, response_model=ProfileBatchRegistered, response_model_exclude_none=True,
               summary="Register many profiles at once", operation_id="register_profiles",
@@ -958,6 +992,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                     raise SubscriberError("delivery.webhook: a profile with a webhook is registered with POST "
                                           "/profiles, which returns its webhook_secret")
                 validate_profile(item.text)
+                delivery_by(item.text, item.delivery.by if item.delivery else None)
                 subscribers.check_topic(subscriber_id, item.delivery.topic if item.delivery else None)
             except ValidationError as exc:
                 results[i] = _refused(i, 422, _schema_problem(exc))
@@ -994,7 +1029,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                             placer.forget(profile_id)
                             continue
                         counts[host] = counts.get(host, 0) + 1
-                        accepted.append((i, ProfileRecord(profile_id, item.text, host, topic, 1, subscriber_id),
+                        by = delivery_by(item.text, item.delivery.by if item.delivery else None)
+                        accepted.append((i, ProfileRecord(profile_id, item.text, host, topic, 1, subscriber_id, by),
                                          secrets.token_urlsafe(24)))
                     t0 = _lap(timing, "place", t0)
                     refused_topics = {}
@@ -1031,7 +1067,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         for i, record, token in accepted:
             results[i] = BatchItem(index=i, status=201, profile=ProfileRegistered(
                 profile_id=record.id, host_broker=record.host_broker, token=token,
-                delivery_topic=record.delivery_topic, subscriber_id=subscriber_id))
+                delivery_topic=record.delivery_topic, subscriber_id=subscriber_id,
+                delivery_by=record.delivery_by if record.delivery_by != "copy" else None))
         out = ProfileBatchRegistered(registered=len(accepted), failed=len(results) - len(accepted),
                                      subscriber_id=subscriber_id if accepted or owner else None,
                                      subscriber_token=new.token if new else None, results=results)
@@ -1058,14 +1095,16 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                              "and is not yours: nothing was changed",
                                         413: _too_large(MAX_BODY_BYTES),
                                         422: "not a profile (with the column where the parser stopped), a bad or "
-                                             "missing field, or a delivery topic outside your namespace and the "
-                                             "operator's prefixes or one Kafka refuses: the profile stays as it was",
+                                             "missing field, a delivery topic outside your namespace and the "
+                                             "operator's prefixes or one Kafka refuses, or a transformation profile "
+                                             "delivering by reference: the profile stays as it was",
                                         429: _RATE, 503: _UNAVAILABLE}))
     def update_profile(profile_id: str, body: ProfileUpdate, who: Caller = Depends(access.allow(
             "owner", "subscriber", sees="its own profile"))) -> ProfileView:
         old = access.profile(who, profile_id, operator=False)
         limiter.charge(old.subscriber_id, 1)
         validate_profile(body.text)
+        by = delivery_by(body.text, body.delivery.by if body.delivery else None, old.delivery_by)
         requested = body.delivery.topic if body.delivery else None
         if requested is not None and requested != old.delivery_topic:
             if old.subscriber_id is None:
@@ -1075,7 +1114,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         with store.transaction() as tx:
             topic = (old.delivery_topic if requested in (None, old.delivery_topic)
                      else subscribers.delivery_topic(tx, old.subscriber_id, requested))
-            record = ProfileRecord(old.id, body.text, old.host_broker, topic, old.version + 1, old.subscriber_id)
+            record = dataclasses.replace(old, text=body.text, delivery_topic=topic, version=old.version + 1,
+                                         delivery_by=by)
             tx.update_profile(record)
             release(tx, [old])
             subscribers.create_topics(tx)
@@ -1090,8 +1130,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         subscriber uses is no longer claimed (the topic stays in Kafka)."""
         old = access.profile(who, profile_id, operator=False)
         limiter.charge(old.subscriber_id, 1)
-        record = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1,
-                               old.subscriber_id)
+        record = dataclasses.replace(old, version=old.version + 1)
         with placing:
             with store.transaction() as tx:
                 tx.delete_profile(profile_id)
@@ -1155,8 +1194,12 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 results[i] = ChangeItem(index=i, status=exc.status_code, error=Error(detail=exc.detail))
                 continue
             text = change.text if change.op == "update" else old.text
-            record = ProfileRecord(old.id, text, old.host_broker, old.delivery_topic, old.version + 1,
-                                   old.subscriber_id)
+            try:
+                delivery_by(text, None, old.delivery_by)
+            except SubscriberError as exc:
+                results[i] = ChangeItem(index=i, status=422, error=Error(detail=str(exc)))
+                continue
+            record = dataclasses.replace(old, text=text, version=old.version + 1)
             current[pid] = record if change.op == "update" else None
             made.append((i, change.op, record, old))
         with placing:
@@ -1196,10 +1239,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 old = store.profile(move.profile_id)
                 if old is None or old.host_broker != move.from_broker:
                     continue
-                gone = ProfileRecord(old.id, old.text, old.host_broker, old.delivery_topic, old.version + 1,
-                                     old.subscriber_id)
-                moved = ProfileRecord(old.id, old.text, move.to_broker, old.delivery_topic, old.version + 2,
-                                      old.subscriber_id)
+                gone = dataclasses.replace(old, version=old.version + 1)
+                moved = dataclasses.replace(old, host_broker=move.to_broker, version=old.version + 2)
                 with store.transaction() as tx:
                     tx.update_profile(moved)
                     announce_profile(sender, "delete", gone)

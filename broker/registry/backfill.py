@@ -26,10 +26,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from broker import topics
+from broker import packets, topics
 from broker.kafka_auth import librdkafka_options
 from broker.registry.store import ProfileRecord
 from formats.header import PacketHeader
+from yfilter.flwr import is_flwr
 
 BACKFILL_HEADER = "onyx-backfill"
 """Header of a record delivered from the archive (value ``1``)."""
@@ -132,8 +133,8 @@ class SeamFinder:
 
     def deliver(self, profile: ProfileRecord, found) -> int:
         """Produce each replayed match (:class:`archive.replay.Replayed`) to the profile's
-        delivery topic as a live delivery would be (FLWR: one record per result); returns
-        the records written."""
+        delivery topic as a live delivery would be (FLWR: one record per result; by reference:
+        the reference); returns the records written."""
         n = 0
         errors: list[str] = []
 
@@ -141,11 +142,17 @@ class SeamFinder:
             if err is not None:
                 errors.append(err.str())
 
+        by_reference = profile.delivery_by == "reference" and not is_flwr(profile.text)
         for r in found:
             rec = r.record
             headers = PacketHeader("xml", format="text", source_id=rec.source, message_id=rec.message_id).to_kafka()
             headers.append((BACKFILL_HEADER, b"1"))
-            for doc in (r.results or (r.data,)):
+            headers.append((packets.PROFILES, profile.id.encode()))  # the profile's alone, as a live record may be
+            docs = r.results or (r.data,)
+            if by_reference:
+                headers.append((packets.DELIVERY, packets.REFERENCE))
+                docs = (packets.reference(rec.message_id, rec.source, profile.id),)
+            for doc in docs:
                 self.producer.produce(profile.delivery_topic, doc, profile.id.encode(), headers=headers,
                                       on_delivery=delivered)
                 self.producer.poll(0)

@@ -38,6 +38,8 @@ def query_packet(op: str, profile: ProfileRecord) -> Packet:
     body = {"op": op, "profile_id": profile.id, "version": profile.version, "host_broker": profile.host_broker}
     if op != "delete":
         body |= {"text": profile.text, "delivery_topic": profile.delivery_topic}
+        if profile.delivery_by != "copy":  # absent: copies (what every broker did before the choice)
+            body["delivery_by"] = profile.delivery_by
     return profile.id.encode(), json.dumps(body).encode(), PacketHeader("query").to_kafka()
 
 

@@ -2,10 +2,12 @@
 subscriber that does not speak Kafka.
 
 The stream reads the profile's delivery topic (:func:`broker.registry.kafka_reads.follow`) and
-sends each record keyed by the profile id as an event ``delivery`` whose ``id`` is the record's
+sends each record for the profile (one record may be for several profiles of the topic: its
+``onyx-profiles`` header lists them, ``docs/deliveries.md``) as an event ``delivery`` whose ``id`` is the record's
 Kafka offset (``<partition>:<offset>,...`` for a topic of several partitions) and whose data is
 a JSON object: ``profile_id``, ``message_id`` (the ``onyx-message-id`` header), ``topic``,
-``partition``, ``offset``, ``timestamp_ms`` and ``value`` (the delivered document). A client
+``partition``, ``offset``, ``timestamp_ms`` and ``value`` (the delivered document; for a profile
+delivering by reference, the reference, whose ``href`` names this profile). A client
 that reconnects with ``Last-Event-ID`` (browsers' ``EventSource`` do it themselves) gets every
 delivery after that one, however long it was away (within the topic's retention): nothing is
 lost, nothing repeated. A first connection starts at the end of the topic (deliveries from
@@ -27,7 +29,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from broker import config
+from broker import config, packets
 from broker.registry import access
 from broker.registry.app import error_responses
 from broker.registry.kafka_reads import EVENT_ID, KafkaRecord, Position, follow
@@ -49,7 +51,8 @@ def event(record: KafkaRecord, position: Position, profile_id: str) -> str:
     data = {"profile_id": profile_id,
             "message_id": headers["onyx-message-id"].decode(errors="replace") if "onyx-message-id" in headers else None,
             "topic": record.topic, "partition": record.partition, "offset": record.offset,
-            "timestamp_ms": record.timestamp_ms, "value": (record.value or b"").decode(errors="replace")}
+            "timestamp_ms": record.timestamp_ms,
+            "value": packets.for_profile(profile_id, record.value, record.headers).decode(errors="replace")}
     return f"id: {position.event_id()}\nevent: delivery\ndata: {json.dumps(data)}\n\n"
 
 
@@ -62,7 +65,8 @@ class DeliveryEvent(BaseModel):
     partition: int
     offset: int = Field(description="the record's Kafka offset (the event's id names it too)")
     timestamp_ms: int
-    value: str = Field(description="the delivered document (the message, or a transformation's result)")
+    value: str = Field(description="the delivered document (the message, or a transformation's result); for a "
+                                   "profile delivering by reference, the JSON reference to the message")
 
 
 # Schemathesis (and OpenAPI 3.1) read an event stream's schema as each event's: SSE's fields.
@@ -122,7 +126,7 @@ def add_deliveries(app: FastAPI, store: Store, bootstrap_servers: str | None,
             raise HTTPException(503, "the service runs without Kafka: no deliveries to stream")
         slot = streams.acquire(record.subscriber_id or f"of profile {profile_id}")  # 429 when full
         stop = threading.Event()
-        records = follow(bootstrap_servers, record.delivery_topic, profile_id.encode(), start, stop.is_set,
+        records = follow(bootstrap_servers, record.delivery_topic, profile_id, start, stop.is_set,
                          idle=min(1.0, keepalive))
 
         async def stream():

@@ -1,6 +1,6 @@
 """Reading Kafka from the registration service: the dead-letter topic's last records (for the
-console) and one topic's records of one key from an offset on (a profile's deliveries, for
-its event stream and its webhook).
+console) and one delivery topic's records of one profile from an offset on (a profile's
+deliveries, for its event stream: the records :func:`broker.packets.delivers_to` it).
 
 Both are librdkafka consumers without a group (``assign``, no commits): the reader says where
 to start, so a reconnecting client starts where it left off.
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 from typing import Any, Iterator, NamedTuple
+
+from broker.packets import delivers_to
 
 
 def _consumer(bootstrap: str):
@@ -99,9 +101,10 @@ class Position(dict):
         return ",".join(f"{p}:{o - 1}" for p, o in sorted(self.items()))
 
 
-def follow(bootstrap: str, topic: str, key: bytes, start: Position | None, stop: Any,
+def follow(bootstrap: str, topic: str, profile_id: str, start: Position | None, stop: Any,
            idle: float = 1.0) -> Iterator[tuple[KafkaRecord | None, Position]]:
-    """Records of ``topic`` whose key is ``key``, from ``start`` on (``None``: from the end,
+    """Records of ``topic`` for ``profile_id`` (keyed by it, or listing it in their
+    ``onyx-profiles`` header: :func:`broker.packets.delivers_to`), from ``start`` on (``None``: from the end,
     only what arrives from now on), each with the position after it; ``(None, position)``
     after ``idle`` seconds without one (so the caller may send a keep-alive or stop). Ends
     when ``stop()`` is true."""
@@ -123,7 +126,7 @@ def follow(bootstrap: str, topic: str, key: bytes, start: Position | None, stop:
                 if m.error() is not None:
                     continue
                 position[m.partition()] = m.offset() + 1
-                if m.key() == key:
+                if delivers_to(profile_id, m.key(), m.headers()):
                     got = True
                     yield _record(m), Position(position)
             if got:

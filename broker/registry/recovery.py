@@ -25,6 +25,7 @@ Afterwards a profile is either fully registered (stored, and live at its host) o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping
@@ -57,7 +58,7 @@ def _record(body: dict) -> ProfileRecord | None:
     if body.get("op") == "delete":
         return None
     return ProfileRecord(body["profile_id"], body["text"], body["host_broker"], body["delivery_topic"],
-                         int(body["version"]))
+                         int(body["version"]), delivery_by=str(body.get("delivery_by", "copy")))
 
 
 def repairs(told: Mapping[str, ProfileRecord | None], stored: Mapping[str, ProfileRecord]) -> list[Repair]:
@@ -81,8 +82,7 @@ def repairs(told: Mapping[str, ProfileRecord | None], stored: Mapping[str, Profi
 
 
 def _at(record: ProfileRecord, version: int) -> ProfileRecord:
-    return ProfileRecord(record.id, record.text, record.host_broker, record.delivery_topic, version,
-                         record.subscriber_id)
+    return dataclasses.replace(record, version=version)
 
 
 def recover(store: Store, sender: Sender, told: Mapping[str, ProfileRecord | None]) -> list[Repair]:

@@ -24,7 +24,7 @@ True
 
 A database written by a version without subscribers is upgraded when a :class:`Store`
 opens it (:func:`_upgrade`): the new tables are created and ``profiles`` gets its
-``subscriber_id`` column; the profiles already there have no subscriber, and the custom
+``subscriber_id`` column (and ``delivery_by``: NULL, copies, for every profile already there); the profiles already there have no subscriber, and the custom
 topics they deliver to are recorded as claimed by nobody, so that no subscriber can
 take them over.
 """
@@ -92,6 +92,9 @@ profiles = Table(
     Column("updated", DateTime(timezone=True), nullable=False),
     # NULL for profiles registered before subscribers existed (see _upgrade).
     Column("subscriber_id", String(63), index=True),
+    # 'reference': deliveries carry a reference to the archived message (docs/deliveries.md);
+    # NULL: the message itself (and every profile stored before the choice existed).
+    Column("delivery_by", String(16)),
 )
 
 subscribers = Table(
@@ -157,6 +160,7 @@ class ProfileRecord:
     delivery_topic: str
     version: int
     subscriber_id: str | None = None  # None: registered before subscribers existed
+    delivery_by: str = "copy"  # or "reference": deliveries carry a reference to the archived message
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,13 @@ def _collision_key(topic: str) -> str:
 
 
 def _profile(row) -> ProfileRecord:
-    return ProfileRecord(row.id, row.text, row.host_broker, row.delivery_topic, row.version, row.subscriber_id)
+    return ProfileRecord(row.id, row.text, row.host_broker, row.delivery_topic, row.version, row.subscriber_id,
+                         row.delivery_by or "copy")
+
+
+def _by(p: ProfileRecord) -> str | None:
+    """The ``delivery_by`` column of ``p`` (NULL: copies, the default)."""
+    return None if p.delivery_by == "copy" else p.delivery_by
 
 
 def _now() -> datetime:
@@ -292,7 +302,7 @@ class Transaction:
             self.conn.execute(insert(profiles).values(
                 id=p.id, text=p.text, host_broker=p.host_broker, delivery_topic=p.delivery_topic,
                 token_hash=hash_token(token), version=p.version, created=now, updated=now,
-                subscriber_id=p.subscriber_id))
+                subscriber_id=p.subscriber_id, delivery_by=_by(p)))
         except IntegrityError:
             raise DuplicateError(f"profile id {p.id!r} is already registered") from None
 
@@ -301,7 +311,7 @@ class Transaction:
         now = _now()
         rows = [{"id": p.id, "text": p.text, "host_broker": p.host_broker, "delivery_topic": p.delivery_topic,
                  "token_hash": hash_token(token), "version": p.version, "created": now, "updated": now,
-                 "subscriber_id": p.subscriber_id} for p, token in records]
+                 "subscriber_id": p.subscriber_id, "delivery_by": _by(p)} for p, token in records]
         if not rows:
             return
         try:
@@ -318,7 +328,7 @@ class Transaction:
     def update_profile(self, p: ProfileRecord) -> None:
         self.conn.execute(update(profiles).where(profiles.c.id == p.id).values(
             text=p.text, host_broker=p.host_broker, delivery_topic=p.delivery_topic, version=p.version,
-            updated=_now()))
+            delivery_by=_by(p), updated=_now()))
 
     def delete_profile(self, profile_id: str) -> None:
         self.conn.execute(delete(profiles).where(profiles.c.id == profile_id))
@@ -500,6 +510,8 @@ def _upgrade(conn: Connection) -> None:
     does nothing to a current one. Runs inside the opening transaction. Sources from
     before publishers have no owner (the operator's) and are not public."""
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_profiles_token_hash ON profiles (token_hash)"))
+    if "delivery_by" not in {c["name"] for c in inspect(conn).get_columns("profiles")}:
+        conn.execute(text("ALTER TABLE profiles ADD COLUMN delivery_by VARCHAR(16)"))  # NULL: copies, as before
     if "owner" not in {c["name"] for c in inspect(conn).get_columns("sources")}:
         conn.execute(text("ALTER TABLE sources ADD COLUMN owner VARCHAR(63)"))
         conn.execute(text("ALTER TABLE sources ADD COLUMN public BOOLEAN NOT NULL DEFAULT false"))

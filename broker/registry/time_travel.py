@@ -13,7 +13,11 @@
   ``GET /sources/{id}/history``: every version of a source's catalog record;
 * ``POST /profiles/{id}/backfill``: the profile's archived matches since a time, delivered
   on its delivery topic up to the seam where its live deliveries start
-  (:mod:`broker.registry.backfill`).
+  (:mod:`broker.registry.backfill`);
+* ``GET /profiles/{id}/messages/{message id}``: a message delivered to the profile by reference
+  (the Claim Check pattern, ``docs/deliveries.md``): its bytes, from the archive, for the
+  profile's subscriber if the profile matches it (as its delivery said) or the subscriber may
+  read its source.
 
 Times are milliseconds since the epoch (Kafka record timestamps). Every read opens the
 archive as its writer last flushed it (:func:`archive.snapshot.snapshot`).
@@ -45,7 +49,9 @@ from broker.registry.backfill import BackfillError, SeamFinder
 from broker.registry.detached import detached
 from broker.registry.store import ProfileRecord, Store
 from routing.overlay import Overlay
-from yfilter import validate
+from yfilter import Engine, validate
+from yfilter.errors import MessageError
+from yfilter.flwr import is_flwr
 
 NDJSON = "application/x-ndjson"
 MAX_TIME = 2**53 - 1  # milliseconds: the largest integer every JSON reader keeps exact
@@ -162,6 +168,46 @@ class ActiveAt(BaseModel):
     at: int
     profiles: list[ActiveProfile]
     truncated: bool
+
+
+def _trigger_seconds(trigger: str = config.ARCHIVE_TRIGGER) -> int:
+    """The archive writer's interval in whole seconds (at least 1), as a ``Retry-After``: a
+    message is archived within about that long after it was published.
+
+    >>> _trigger_seconds("2 seconds"), _trigger_seconds("500 milliseconds"), _trigger_seconds("1 minute")
+    (2, 1, 60)
+    """
+    number, _, unit = trigger.strip().partition(" ")
+    try:
+        value = float(number)
+    except ValueError:
+        return 2
+    scale = {"milli": 0.001, "minute": 60, "hour": 3600}
+    factor = next((f for u, f in scale.items() if unit.startswith(u)), 1)
+    return max(1, int(value * factor + 0.999))
+
+
+def delivered(texts: set[str], data: bytes) -> bool:
+    """Whether one of ``texts`` (a profile's versions) is a filter that matches message
+    ``data``: what its delivery (by reference) said. A transformation profile was delivered
+    its results, not the message.
+
+    >>> delivered({"/nitf/head"}, b"<nitf><head/></nitf>"), delivered({"/nitf/body"}, b"<nitf><head/></nitf>")
+    (True, False)
+    """
+    filters = [t for t in texts if not is_flwr(t)]
+    if not filters:
+        return False
+    engine = Engine()
+    for i, text in enumerate(filters):
+        try:
+            engine.add(str(i), text)
+        except ValueError:  # a text an older version accepted: it delivered nothing here
+            continue
+    try:
+        return bool(engine.match(data))
+    except (MessageError, ValueError):
+        return False
 
 
 def _view(rec) -> ArchivedView:
@@ -367,6 +413,41 @@ def add_time_travel(app: FastAPI, store: Store, overlay: Overlay, archive_dir: P
         if not who.operator:
             got = {p for p in got if (r := store.profile(p)) is not None and who.owns(r)}
         return Recipients(message_id=message_id, time=record.time, profiles=sorted(got))
+
+    retry = str(_trigger_seconds())
+
+    @app.get("/profiles/{profile_id}/messages/{message_id:path}", summary="A message delivered by reference",
+             operation_id="delivered_message", response_class=Response,
+             responses={200: {"description": "the message as published", "content": {"application/xml": {
+                 "schema": {"type": "string"}}}},
+                 **error_responses({**denied, 404: "no such profile of yours, or no archived message it was delivered "
+                                                   "(nor of a source you may read): a message is archived a few "
+                                                   "seconds after it is published, so a reference read at once may "
+                                                   "need another try after Retry-After seconds", **unavailable})})
+    def delivered_message(profile_id: str, message_id: str, who: access.Caller = Depends(rights.allow(
+            "owner", "subscriber", "operator", sees="a message its own profile was delivered (the profile matches "
+                                                    "it), or one of a source it may read; an operator: any"))
+                          ) -> Response:
+        """The message a delivery by reference names (its ``href``): the bytes the publisher
+        wrote, from the archive (``X-Onyx-Source`` names its source). The caller must own the
+        profile, and the profile (a filter: its current text, or the one active when the message
+        was archived) must match the message, or the caller may read the message's source."""
+        record = rights.profile(who, profile_id)
+        missing = HTTPException(404, f"no archived message {message_id!r} delivered to profile {profile_id!r} "
+                                     f"(or of a source you may read); if it was delivered just now, ask again in "
+                                     f"{retry} s", headers={"Retry-After": retry})
+        with snapshot(opened()) as s:
+            found = s.archive.find(message_id)
+            if found is None:
+                raise missing
+            part, rec = found
+            data = part.message(message_id)
+            texts = {record.text}
+            if s.profiles is not None and (then := s.profiles.text_at(profile_id, rec.time)) is not None:
+                texts.add(then)
+        if data is None or not (rights.may_read(who, rec.source) or delivered(texts, data)):
+            raise missing
+        return Response(data, media_type="application/xml", headers={"X-Onyx-Source": rec.source})
 
     @app.get("/profiles/{profile_id}/history", response_model=ProfileHistoryView, response_model_by_alias=True,
              summary="Every version of a profile", operation_id="profile_history",

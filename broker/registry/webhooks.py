@@ -26,6 +26,11 @@
   to the address it checked; redirects are not followed (``ONYX_WEBHOOK_ALLOW_PRIVATE`` lifts the
   address rule for a single machine or the tests).
 
+* **One POST per profile.** A delivery record may be for several profiles of its topic (its
+  ``onyx-profiles`` header, ``docs/deliveries.md``): each of them with a webhook gets its own POST
+  (``X-Onyx-Profile-Id``), and the record counts as done once all of them are. A record by
+  reference is POSTed as its JSON (``application/json``), its ``href`` naming the profile.
+
 Delivery is at least once: the dispatcher's Kafka consumer group (``onyx-webhooks-<database id>``)
 commits a partition's offset only past records that were POSTed or dead-lettered, so a
 restarted service sends on from there; ``X-Onyx-Message-Id`` lets a receiver drop a repeat.
@@ -107,6 +112,7 @@ class _Partition:
     finished: set[int] = field(default_factory=set)
     next: int = 0  # the offset after the last one taken
     committed: int = -1
+    parts: dict[int, int] = field(default_factory=dict)  # offset -> POSTs not finished, where more than one
 
 
 class Offsets:
@@ -122,6 +128,10 @@ class Offsets:
     [(('t', 0), 5)]
     >>> o.finish(("t", 0), 5); o.to_commit(), o.seen(("t", 0), 7)
     ([(('t', 0), 7)], True)
+    >>> o.take(("t", 0), 8, parts=2); o.finish(("t", 0), 7); o.finish(("t", 0), 8); o.to_commit()
+    [(('t', 0), 8)]
+    >>> o.finish(("t", 0), 8); o.to_commit()
+    [(('t', 0), 9)]
     """
 
     def __init__(self) -> None:
@@ -137,15 +147,24 @@ class Offsets:
         p = self._partitions.get(tp)
         return p is not None and offset < p.next
 
-    def take(self, tp: tuple[str, int], offset: int) -> None:
-        """A record read, in the partition's order: not committed past until finished."""
+    def take(self, tp: tuple[str, int], offset: int, parts: int = 1) -> None:
+        """A record read, in the partition's order: not committed past until finished, that is
+        until :meth:`finish` was called ``parts`` times for it (a POST per profile it is for)."""
         p = self._partitions.setdefault(tp, _Partition())
         p.pending.append(offset)
         p.next = offset + 1
+        if parts > 1:
+            p.parts[offset] = parts
 
     def finish(self, tp: tuple[str, int], offset: int) -> None:
-        """A record taken is done with (POSTed, dead-lettered, or not for a webhook)."""
-        self._partitions[tp].finished.add(offset)
+        """A part of a record taken is done with (POSTed, dead-lettered, or not for a webhook)."""
+        p = self._partitions[tp]
+        left = p.parts.get(offset, 1) - 1
+        if left > 0:
+            p.parts[offset] = left
+            return
+        p.parts.pop(offset, None)
+        p.finished.add(offset)
 
     def to_commit(self) -> list[tuple[tuple[str, int], int]]:
         """The partitions whose commit point moved since :meth:`committed`, and where to."""
@@ -258,8 +277,9 @@ class Dispatcher:
                 try:
                     if subscribed:
                         batch = [m for m in consumer.consume(100, timeout=0.2) if m.error() is None]
-                        if any((m.key() or b"").decode(errors="replace") not in self.hooks
-                               and m.timestamp()[1] / 1000 >= read_at for m in batch):
+                        if any(m.timestamp()[1] / 1000 >= read_at
+                               and not any(p in self.hooks for p in packets.profile_ids(m.key(), m.headers()))
+                               for m in batch):
                             # written after the last read: maybe for a webhook registered since (one read a batch)
                             read_at = self._read_hooks()
                         for m in batch:
@@ -290,24 +310,27 @@ class Dispatcher:
         tp = (m.topic(), m.partition())
         if tp in paused or offsets.seen(tp, m.offset()):
             return
-        profile_id = (m.key() or b"").decode(errors="replace")
-        hook = self.hooks.get(profile_id)
-        if hook is None or hook.delivery_topic != m.topic():  # a profile without a webhook
+        headers = list(m.headers() or ())
+        hooks = [hook for pid in packets.profile_ids(m.key(), headers)
+                 if (hook := self.hooks.get(pid)) is not None and hook.delivery_topic == m.topic()]
+        if not hooks:  # for profiles without a webhook
             offsets.take(tp, m.offset())
             offsets.finish(tp, m.offset())
             return
-        lane = hook.subscriber_id
-        if self._lanes.full(lane):
+        full = next((hook.subscriber_id for hook in hooks if self._lanes.full(hook.subscriber_id)), None)
+        if full is not None:
             try:
                 consumer.pause([TopicPartition(*tp)])
                 consumer.seek(TopicPartition(*tp, m.offset()))
-                paused[tp] = lane
+                paused[tp] = full
                 return
-            except KafkaException as exc:  # then the lane holds one more: a record read is never dropped
+            except KafkaException as exc:  # then the lane holds more: a record read is never dropped
                 log.warning("webhook dispatcher: cannot pause %s: %s", tp, exc)
-        offsets.take(tp, m.offset())
-        self._lanes.put(lane, _Delivery(m.topic(), m.partition(), m.offset(), profile_id, m.value() or b"",
-                                        list(m.headers() or ())))
+        offsets.take(tp, m.offset(), parts=len(hooks))
+        for hook in hooks:  # one POST per profile the record is for
+            value = packets.for_profile(hook.profile_id, m.value(), headers)
+            self._lanes.put(hook.subscriber_id, _Delivery(m.topic(), m.partition(), m.offset(), hook.profile_id,
+                                                          value, headers))
 
     def _settle(self, consumer, offsets: Offsets, paused: dict[tuple[str, int], str | None]) -> None:
         """Note the records the workers finished, resume the partitions of lanes half empty
@@ -389,7 +412,9 @@ class Dispatcher:
     def _headers(self, hook: WebhookRecord, d: _Delivery) -> dict[str, str]:
         stamp = str(int(time.time()))
         message_id = message_id_header(dict(d.headers).get("onyx-message-id") or b"")
-        return {"Content-Type": "application/xml", "User-Agent": "onyx-webhooks",
+        by_reference = dict(d.headers).get(packets.DELIVERY) == packets.REFERENCE
+        return {"Content-Type": "application/json" if by_reference else "application/xml",
+                "User-Agent": "onyx-webhooks",
                 "X-Onyx-Profile-Id": hook.profile_id, MESSAGE_ID_HEADER: message_id,
                 "X-Onyx-Delivery": f"{d.topic}/{d.partition}/{d.offset}", TIMESTAMP_HEADER: stamp,
                 SIGNATURE_HEADER: sign(hook.secret, stamp, message_id, d.value)}

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from broker.packets import profile_ids
 from broker.clients import TopicTail, api, publish
 from broker.local.devcluster import KafkaDevCluster
 from yfilter import Engine
@@ -80,7 +81,7 @@ def converge(info, api_url, subscriber_token, topic) -> None:
     while time.monotonic() < deadline and len(seen) < len(probes):
         publish(info["bootstrap_servers"], "onyx.src.news", [("m", b"<quote probe='yes'/>")], progress=False)
         time.sleep(1)
-        seen |= {r.key for r in tail if r.key and r.key.decode() in probes}
+        seen |= {p for r in tail for p in profile_ids(r.key, r.headers) if p in probes}
     tail.close()
     assert len(seen) == len(probes), "routing tables did not converge"
     for pid, token in probes.items():
@@ -146,8 +147,8 @@ def crash_cycles(tmp_path, cycles: int, seed: int = 7) -> dict:
         received: list[tuple[str, str]] = []
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and not expected <= set(received):
-            received += [(r.key.decode(), dict(r.headers)["onyx-message-id"].decode())
-                         for r in tail if r.key and r.key.decode() in ids]
+            received += [(p, dict(r.headers)["onyx-message-id"].decode())
+                         for r in tail for p in profile_ids(r.key, r.headers) if p in ids]
             time.sleep(1)
         tail.close()
         got = set(received)

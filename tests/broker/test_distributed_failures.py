@@ -25,6 +25,7 @@ import time
 
 import pytest
 
+from broker.packets import profile_ids
 from broker.clients import TopicTail, api, publish
 from routing.overlay import Overlay
 from tests.broker.test_crash_restart import converge, profiles, quote
@@ -51,8 +52,8 @@ class Deliveries(threading.Thread):
     def run(self) -> None:
         while not self.done.is_set():
             now = time.monotonic()
-            self.got += [(r.key.decode(), dict(r.headers)["onyx-message-id"].decode(), now)
-                         for r in self.tail if r.key]
+            self.got += [(p, dict(r.headers)["onyx-message-id"].decode(), now)
+                         for r in self.tail for p in profile_ids(r.key, r.headers)]
             time.sleep(0.2)
 
     def stop(self) -> None:

@@ -19,7 +19,7 @@ MODULES = ["broker.topics", "broker.registry.store", "broker.registry.subscriber
            "broker.metadata.client", "broker.registry.access", "broker.registry.app", "broker.registry.time_travel",
            "broker.registry.detached", "broker.registry.metadata_api", "broker.deploy.acls",
            "broker.local.secret_files",
-           "broker.registry.http", "broker.registry.hosts", "broker.registry.health"]
+           "broker.registry.http", "broker.registry.hosts", "broker.registry.health", "broker.packets"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -14,6 +14,7 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from broker.packets import profile_ids
 from broker import topics
 from broker.clients import api
 from broker.deploy import acls
@@ -293,7 +294,7 @@ def _deliveries(kafka: KafkaDevCluster, user: Credentials, reg: dict, expected: 
                 return
             for m in batch:
                 assert m.error() is None, m.error()
-                got[dict(m.headers())["onyx-message-id"].decode()].add(m.key().decode())
+                got[dict(m.headers())["onyx-message-id"].decode()].update(profile_ids(m.key(), m.headers()))
     try:
         deadline = time.monotonic() + 180
         while not all(got.get(mid, set()) >= pids for mid, pids in expected.items()):

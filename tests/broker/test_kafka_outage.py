@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from broker.packets import profile_ids
 from broker.clients import TopicTail, api, publish
 from broker.local.devcluster import KafkaDevCluster, free_port
 from tests.broker.test_crash_restart import converge, onyx, profiles, quote, start
@@ -55,8 +56,8 @@ def test_brokers_wait_for_kafka_and_lose_nothing(tmp_path):
         got: set[tuple[str, str]] = set()
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and not expected <= got:
-            got |= {(r.key.decode(), dict(r.headers)["onyx-message-id"].decode())
-                    for r in tail if r.key and r.key.decode() in ids}
+            got |= {(p, dict(r.headers)["onyx-message-id"].decode())
+                    for r in tail for p in profile_ids(r.key, r.headers) if p in ids}
             time.sleep(1)
         tail.close()
         print(f"kafka outage: {len(sent)} messages, {len(expected)} deliveries expected, {len(got)} received")

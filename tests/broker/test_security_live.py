@@ -187,6 +187,7 @@ CASES: dict[str, Case] = {
     "archive_message": Case(lambda w: f"/archive/messages/{w.a_message}"),
     "archive_recipients": Case(lambda w: f"/archive/messages/{w.a_message}/recipients"),
     "profile_history": Case(lambda w: f"/profiles/{_pid(w)}/history"),
+    "delivered_message": Case(lambda w: f"/profiles/{_pid(w)}/messages/{w.a_message}"),
     "source_history": Case(lambda w: "/sources/secsrc/history"),
     "archive_profiles": Case(lambda w: f"/archive/profiles?at={int(time.time() * 1000) + 60_000}",
                              hides=lambda w: _pid(w)),
@@ -319,7 +320,7 @@ def test_subscriber_b_sees_none_of_a_s_objects(world):
     assert wrong == []
     assert {"get_profile", "update_profile", "delete_profile", "change_profiles", "unsubscribe_metadata", "replay",
             "archive_messages", "archive_message", "archive_recipients", "profile_history", "source_history",
-            "archive_profiles", "backfill_profile", "query", "profile_deliveries"} <= tried
+            "archive_profiles", "backfill_profile", "query", "profile_deliveries", "delivered_message"} <= tried
 
 
 def test_the_rightful_caller_is_answered(world):

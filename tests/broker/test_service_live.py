@@ -145,3 +145,42 @@ def test_internal_delivery_topics_are_refused_over_http_and_nothing_reaches_kafk
     finally:
         admin.close()
         reader.close()
+
+
+def test_the_event_stream_gives_each_profile_the_shared_records_that_list_it(service, kafka):
+    """A broker writes one record for all the profiles of a topic that matched a message
+    (``onyx-profiles``): each profile's stream has it as a delivery of its own, with its id; a
+    profile the record does not list does not get it. A reference names the streamed profile."""
+    from confluent_kafka import Producer
+
+    from broker import packets
+    from broker.clients import api, stream_deliveries
+
+    first = api("POST", f"{service.url}/profiles", {"text": "/nitf"})
+    sub = first["subscriber_token"]
+    second, third = (api("POST", f"{service.url}/profiles", {"text": "/nitf"}, subscriber_token=sub) for _ in range(2))
+    p1, p2, p3 = (p["profile_id"] for p in (first, second, third))
+    topic = first["delivery_topic"]
+    shared = sorted([p1, p2])
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    producer.produce(topic, b"<nitf>shared</nitf>", shared[0].encode(),
+                     headers=[("onyx-message-id", b"m-shared"), (packets.PROFILES, ",".join(shared).encode())])
+    producer.produce(topic, packets.reference("m-ref", "news", p3), p3.encode(),
+                     headers=[("onyx-message-id", b"m-ref"), ("onyx-source", b"news"),
+                              (packets.PROFILES, p3.encode()), (packets.DELIVERY, packets.REFERENCE)])
+    assert producer.flush(30) == 0
+
+    def first_event(profile) -> dict:
+        stream = stream_deliveries(service.url, profile["profile_id"], profile["token"], from_start=True, timeout=30)
+        try:
+            return next(e for e in stream if e is not None)
+        finally:
+            stream.close()
+
+    for profile in (first, second):
+        event = first_event(profile)
+        assert (event["profile_id"], event["message_id"], event["value"], event["offset"]) == (
+            profile["profile_id"], "m-shared", "<nitf>shared</nitf>", 0)
+    event = first_event(third)  # not listed on the shared record: its first delivery is its own
+    assert (event["message_id"], event["offset"]) == ("m-ref", 1)
+    assert json.loads(event["value"])["href"] == f"/profiles/{p3}/messages/m-ref"

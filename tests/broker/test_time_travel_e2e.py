@@ -13,8 +13,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from broker.packets import delivers_to
 from broker import cli, config, topics
-from broker.clients import api
+from broker.clients import ApiError, api
 from broker.local.cluster import LocalOverlay, OverlaySettings
 from broker.local.devcluster import KafkaDevCluster
 from broker.registry.backfill import BACKFILL_HEADER
@@ -132,7 +133,8 @@ def _deliveries(bootstrap: str, topic: str, key: str, until: float) -> list:
     out = []
     try:
         while time.monotonic() < until:
-            out += [m for m in consumer.consume(500, timeout=0.5) if m.error() is None and m.key().decode() == key]
+            out += [m for m in consumer.consume(500, timeout=0.5)
+                    if m.error() is None and delivers_to(key, m.key(), m.headers())]
     finally:
         consumer.close()
     return out
@@ -168,6 +170,83 @@ def test_a_backfilled_subscriber_misses_nothing_at_the_seam(cluster):
     assert backfilled and done["delivered"] == len(backfilled) == done["matched"]
     assert {f"bf-a-{i}" for i, d in enumerate(before) if engine.match(d)} <= backfilled
     assert set(done["seam"]) == {"news:0"}
+
+
+def test_a_subscribers_matching_filters_share_one_record_and_a_reference_is_fetched_from_the_archive(cluster):
+    """Issue 41's result volume on the real overlay: the filters of one subscriber hosted at one
+    broker (b5) that match a message make one record on its topic, keyed by the first id and
+    listing all; a transformation profile there has a record of its own; the by-reference
+    profiles make one small record whose href serves the message from the archive to this
+    subscriber (granted nothing: it was delivered the message); a filter at another host (b6)
+    makes a record of its own. The event stream gives a listed profile the shared record."""
+    from broker import packets
+    from broker.clients import fetch_reference, stream_deliveries
+
+    url = cluster.api_url
+    sub = api("POST", f"{url}/subscribers")
+    token = sub["token"]
+
+    def register(text: str, near: str, by: str | None = None) -> dict:
+        body = {"text": text, "near": near, **({"delivery": {"by": by}} if by else {})}
+        made = api("POST", f"{url}/profiles", body, subscriber_token=token)
+        assert made["host_broker"] == near
+        return made
+
+    copies = [register(t, "b5") for t in ("/nitf", "/nitf/head/title", "//hl1")]
+    flwr = register("for $n in $msg/nitf return <t>{$n/head/title}</t>", "b5")
+    refs = [register(t, "b5", "reference") for t in ("/nitf", "/nitf//hl1")]
+    elsewhere = register("/nitf/head", "b6")
+    unmatched = register("/rss", "b5", "reference")
+    cluster.wait_idle(timeout=120)
+    doc = b"<nitf><head><title>vol</title></head><body><hl1>h</hl1></body></nitf>"
+    stamps = _publish(cluster.bootstrap_servers, [doc], "vol")
+    deadline = time.monotonic() + 120
+    records = _all(cluster.bootstrap_servers, sub["delivery_topic"])
+    while len(records) < 4 and time.monotonic() < deadline:
+        time.sleep(1)
+        records = _all(cluster.bootstrap_servers, sub["delivery_topic"])
+    cluster.wait_idle(timeout=60)
+    records = _all(cluster.bootstrap_servers, sub["delivery_topic"])  # and nothing more came
+    got = {m.key().decode(): (dict(m.headers()), m.value()) for m in records
+           if dict(m.headers()).get("onyx-message-id") == b"vol-0"}
+    ids = sorted(p["profile_id"] for p in copies)
+    refs_ids = sorted(p["profile_id"] for p in refs)
+    assert set(got) == {ids[0], flwr["profile_id"], refs_ids[0], elsewhere["profile_id"]}, got
+    headers, value = got[ids[0]]
+    assert headers[packets.PROFILES] == ",".join(ids).encode() and value == doc
+    assert got[flwr["profile_id"]][0][packets.PROFILES] == flwr["profile_id"].encode()
+    assert got[flwr["profile_id"]][1] == b"<t><title>vol</title></t>"
+    headers, value = got[refs_ids[0]]
+    assert headers[packets.DELIVERY] == packets.REFERENCE and headers[packets.PROFILES] == ",".join(refs_ids).encode()
+    _archived(cluster, stamps)
+    assert fetch_reference(url, value, subscriber_token=token) == doc
+    other = packets.for_profile(refs_ids[1], value, list(headers.items()))
+    assert fetch_reference(url, other, subscriber_token=token) == doc
+    not_delivered = packets.for_profile(unmatched["profile_id"], value, list(headers.items()))
+    with pytest.raises(ApiError, match="404"):
+        fetch_reference(url, not_delivered, subscriber_token=token, wait=0)
+    # Every listed profile's event stream has the shared record, as a delivery of its own.
+    for profile in copies:
+        stream = stream_deliveries(url, profile["profile_id"], profile["token"], from_start=True, timeout=30)
+        try:
+            event = next(e for e in stream if e is not None and e["message_id"] == "vol-0")
+        finally:
+            stream.close()
+        assert event["profile_id"] == profile["profile_id"] and event["value"] == doc.decode()
+
+
+def _all(bootstrap: str, topic: str) -> list:
+    """Every record of ``topic`` so far."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"tt-{time.time_ns()}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    try:
+        while batch := [m for m in consumer.consume(500, timeout=1.0) if m.error() is None]:
+            out += batch
+    finally:
+        consumer.close()
+    return out
 
 
 def test_profile_history_and_who_received_a_message(cluster):

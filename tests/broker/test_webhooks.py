@@ -217,6 +217,43 @@ def test_a_delivery_is_posted_over_https_signed_over_its_message_id(kafka, uniqu
     assert d.counts == {"posted": 1, "retried": 0, "dead_lettered": 0}
 
 
+def test_a_record_for_several_profiles_is_posted_once_per_profile_with_a_webhook(kafka, unique, tmp_path,
+                                                                                  receivers):
+    """A broker's one record for every profile of a topic that matched (``onyx-profiles``): one
+    POST per listed profile with a webhook, the body as for a record of its own; a reference
+    names the profile it is POSTed for. The record is committed past once all its POSTs are done."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    hook = receivers()
+    [topic] = delivery_topics(kafka, unique, "shared")
+    url = f"http://127.0.0.1:{hook.port}/x"
+    store = webhook_store(tmp_path, ("p1", "s1", topic, url), ("p3", "s1", topic, url), ("r1", "s1", topic, url))
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    producer.produce(topic, b"<nitf><hl1>m1</hl1></nitf>", b"p1",
+                     headers=[("onyx-message-id", b"m1"), (packets.PROFILES, b"p1,p2,p3")])  # p2: no webhook
+    producer.produce(topic, packets.reference("m2", "news", "r0"), b"r0",
+                     headers=[("onyx-message-id", b"m2"), ("onyx-source", b"news"), (packets.PROFILES, b"r0,r1"),
+                              (packets.DELIVERY, packets.REFERENCE)])
+    assert producer.flush(30) == 0
+    d = dispatcher(store, kafka)
+    try:
+        until(lambda: len(hook.delivered) >= 3, lambda: f"POSTs: {hook.posts}")
+        time.sleep(0.5)  # nothing more comes
+    finally:
+        d.stop()
+    posts = sorted((h["X-Onyx-Profile-Id"], h[MESSAGE_ID_HEADER], h["Content-Type"], b) for h, b in hook.posts)
+    assert posts == [("p1", "m1", "application/xml", b"<nitf><hl1>m1</hl1></nitf>"),
+                     ("p3", "m1", "application/xml", b"<nitf><hl1>m1</hl1></nitf>"),
+                     ("r1", "m2", "application/json", packets.reference("m2", "news", "r1"))]
+    assert all(genuine(SECRET, h, b) for h, b in hook.posts)
+    group = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"{GROUP}-{store.identity()}"})
+    try:
+        [committed] = group.committed([TopicPartition(topic, 0)], timeout=30)
+    finally:
+        group.close()
+    assert committed.offset == 2
+
+
 # -- retries and dead letters ------------------------------------------------------------------
 
 def test_failures_are_retried_then_dead_lettered_and_a_retry_that_succeeds_is_not(kafka, unique, tmp_path,
