@@ -8,6 +8,14 @@ Structured Streaming query serving them, over a real Kafka broker, on this machi
     python -m bench.overlay --mixes generator --profiles 100000 --modes routing \
         --budget atoms=1000,states=3000,predicates=300 \
         --out bench/results/overlay_budget.json --plot bench/results/overlay_budget.png
+    python -m bench.overlay --mixes corpus --profiles 1,10000,100000 --modes routing --subscribers 1,1000 \
+        --no-floor --out bench/results/overlay_corpus.json      # the corpus mix, both layouts, and the peer
+    python -m bench.overlay --local-load                        # -> bench/results/overlay_local_load.json
+    python -m bench.overlay --generalization --mixes quotes,generator   # -> overlay_generalization.json
+
+Each part runs alone: ``--mixes``, ``--profiles``, ``--modes``, ``--subscribers`` pick the
+configurations, ``--no-floor`` and ``--no-peer`` leave those out, ``--burst`` and
+``--steady`` shorten a run.
 
 In one run, each configuration on a fresh Kafka broker of its own (topics named by the
 contract would otherwise still hold the previous configuration's profiles and messages):
@@ -24,7 +32,23 @@ contract would otherwise still hold the previous configuration's profiles and me
   **content-based routing**, at 1k, 10k and 100k profiles, each with two profile mixes:
   ``generator`` (today's generated NITF filters with one or two value predicates, on
   generated NITF messages) and ``quotes`` (ONYX's stock-quote example: a profile asks for
-  one of 1,000 symbols above a price, so a quote matches about 0.05% of the profiles).
+  one of 1,000 symbols above a price, so a quote matches about 0.05% of the profiles);
+  with ``--mixes corpus``, the news corpus (``/work/shared/corpus``: its 21 documents in no
+  XML namespace, over and over) against profiles written from the corpus' own paths and
+  values (:class:`~yfilter.generators.CorpusProfileGenerator`'s default mix: a message
+  matches about 9% of them on average, 4% to 24% per document, every message some);
+* the **centralized peer** (:mod:`bench.peer`), once per mix, size and layout, on a
+  Kafka of its own: what a user would run on one machine instead — one consumer process
+  with the same client, one :class:`yfilter.Engine` holding every profile (and the probe),
+  one record per matching message and delivery topic with the matching ids in an
+  ``onyx-profiles`` header, written with the brokers' producer settings. The same
+  messages, warm-up, latency run and burst; the overlay's ratios to it are printed and
+  kept (``ratios``: ``throughput_vs_peer``, ``p50_vs_peer``, ``p99_vs_peer``, ``cpu_vs_peer``),
+  and its count of matches gives the mix's selectivity (printed).
+
+Subscriber layouts (``--subscribers 1,1000``): every profile one subscriber's, delivered
+to one topic, or the profiles spread round-robin over 1,000 subscribers, each with its own
+``onyx.deliver.bench-sNNNN`` topic (created before the run).
 
 Per run, after 300 messages of warm-up: sustained messages/s (a burst published at full
 speed, timed from the first send until every broker has drained its input; 5,000 messages,
@@ -50,7 +74,30 @@ no Spark stage times here (their queries live in other processes)::
     python -m bench.overlay --quick --mixes quotes --modes routing --distributed \
         --out bench/results/overlay_distributed.json --plot bench/results/overlay_distributed.png
 
-Prints a table, writes ``bench/results/overlay.json`` and a PNG plot.
+``--local-load`` (issue 41): what local profiles at b2 cost the messages b2 only
+forwards. On fresh overlays that differ only at b2 — no profiles there; 100k generator
+filters there; 10k transformation profiles there — with the probe at b6 (so every marked
+message goes b1 -> b2 -> b4 -> b6), after 300 messages of warm-up, 200 marked messages at
+20 msg/s: per message, from its arrival at b2 (the CreateTime of its record on
+``onyx.broker.b2``, written by b1) to its forward (the CreateTime of the record with the
+same ``onyx-message-id`` on ``onyx.broker.b4``, written by b2), p50/p99 and the ratio to
+the run without local profiles; and publish -> delivery at b6. Writes
+``bench/results/overlay_local_load.json``.
+
+``--generalization`` (issue 41): exact tables against tables generalized to ``--budget``
+(default ``atoms=1000,states=3000,predicates=300``) for each mix and size (default 10k and
+100k), each on a fresh overlay in routing mode: the sizes of the tables every broker routes
+the news tree with, by broker and level (whatever ``stats()`` reports: the view's atoms,
+NFA states and guards, the exact table's as ``exact_*``); link sends per message over 500
+burst messages, checked against the links they needed by one engine holding every profile
+(false positives: sent, not needed; false negatives: needed, not sent — must be 0), and the
+false positives the brokers report; p50/p99 at b6 at 20 msg/s; and convergence after the
+bulk registration, from the moment Kafka acknowledged the last profile packet: until no
+broker had input left (tables quiet), and until a message matching that last profile
+(hosted at b6, registered after all others; copies published every 0.2 s) was delivered.
+Writes ``bench/results/overlay_generalization.json``.
+
+Prints a table, writes ``bench/results/overlay.json`` (or ``--out``) and a PNG plot beside it.
 """
 
 from __future__ import annotations
