@@ -498,6 +498,16 @@ def delivery_topic(i: int, subscribers: int) -> str:
     return BENCH_TOPIC if subscribers <= 1 else topics.delivery_topic(f"bench-s{i % subscribers:04d}")
 
 
+def round_robin(brokers: list[str], i: int) -> str:
+    """Profile ``i``'s host: round-robin over the brokers from the last (b6, the far end of
+    the news tree: a single profile is three links away from the root, as the probe is).
+
+    >>> [round_robin(["b1", "b2", "b3"], i) for i in range(4)]
+    ['b3', 'b2', 'b1', 'b3']
+    """
+    return brokers[-1 - i % len(brokers)]
+
+
 def _mark_attr(doc: bytes, name: str, value: str) -> bytes:
     return _MARK.sub(rb"\1 " + name.encode() + b'="' + value.encode() + b'"', doc, count=1)
 
@@ -505,7 +515,7 @@ def _mark_attr(doc: bytes, name: str, value: str) -> bytes:
 def load_profiles(cluster: LocalOverlay, texts: list[str], probe: str, subscribers: int = 1,
                   hosts: Callable[[int], str] | None = None, canary: bytes | None = None) -> dict:
     """Write the profiles' query packets (and the probe's, at b6) to their hosts (``hosts``:
-    profile index -> broker; default round-robin over every broker), each delivering to
+    profile index -> broker; default :func:`round_robin`), each delivering to
     :func:`delivery_topic`, and wait until every broker has processed its input.
 
     Returns ``converge_s`` (from the first packet written until every broker's input ran
@@ -520,7 +530,7 @@ def load_profiles(cluster: LocalOverlay, texts: list[str], probe: str, subscribe
     so this is the time until a subscriber who registered last hears of what it asked for
     (one message latency included)."""
     brokers = cluster.overlay.brokers
-    hosts = hosts or (lambda i: brokers[i % len(brokers)])
+    hosts = hosts or (lambda i: round_robin(brokers, i))
     producer = _producer(cluster.bootstrap_servers)
     token = f"c{time.time_ns()}"
     records = [("probe", probe, PROBE_HOST, PROBE_TOPIC)] + [
@@ -704,7 +714,7 @@ def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], s
         if truth:
             brokers = cluster.overlay.brokers
             sent = links_sent(cluster, f"{name}-burst-")
-            checked = link_truth(cluster.overlay, texts, lambda i: brokers[i % len(brokers)],
+            checked = link_truth(cluster.overlay, texts, lambda i: round_robin(brokers, i),
                                  {f"{name}-burst-{i}": d for i, d in enumerate(burst[:500])}, sent)
         return {"mode": mode, "mix": mix.name, "profiles": profiles, "converge_s": converge_s,
                 "subscribers": subscribers, "loading": loaded, "links_checked": checked,
