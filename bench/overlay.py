@@ -966,8 +966,7 @@ def plot(result: dict, path: Path) -> None:
           color=[colors[r["mode"]] for r in runs] + ["tab:gray"])
     a.set_yscale("log")
     a.set_ylabel("messages/s (burst)")
-    a.set_title("sustained throughput, six brokers (one Spark application, local[2], or one each) against the "
-                "centralized peer (one process, one engine)")
+    a.set_title("sustained throughput: six brokers (Spark) against the centralized peer (one process, one engine)")
     x = list(range(len(labels)))
     p50 = [r["latency_p50_s"] or 0 for r in runs] + [raw["latency_p50_s"]]
     p99 = [r["latency_p99_s"] or 0 for r in runs] + [raw["latency_p99_s"]]
