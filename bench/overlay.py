@@ -1010,7 +1010,7 @@ def plot_local_load(result: dict, path: Path) -> None:
     a.set_xticks(x, labels)
     a.set_ylabel("ms, arrival at b2 -> forward to b4 (CreateTimes)")
     a.set_title("b2's forwarding time against its local load (20 msg/s, probe at b6)")
-    a.legend()
+    a.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
