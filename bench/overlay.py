@@ -36,7 +36,7 @@ contract would otherwise still hold the previous configuration's profiles and me
   with ``--mixes corpus``, the news corpus (``/work/shared/corpus``: its 21 documents in no
   XML namespace, over and over) against profiles written from the corpus' own paths and
   values (:class:`~yfilter.generators.CorpusProfileGenerator`'s default mix: a message
-  matches about 9% of them on average, 4% to 24% per document, every message some);
+  matches about 9% of them on average (median 6-7%), 3% to 27% per document, every message some);
 * the **centralized peer** (:mod:`bench.peer`), once per mix, size and layout, on a
   Kafka of its own: what a user would run on one machine instead — one consumer process
   with the same client, one :class:`yfilter.Engine` holding every profile (and the probe),
@@ -218,7 +218,7 @@ def _corpus_profiles(n: int, seed: int) -> list[str]:
     (:class:`yfilter.generators.CorpusProfileGenerator`, its default mix of constructs:
     paths and values mostly, then contains, or, tails, nested, not, positions; 15% of the
     values taken from another element so that they rarely match): each message matches
-    about 9% of them on average (median 7%, 4% to 24% per document; measured by the peer
+    about 9% of them on average (median 6-7%, 3% to 27% per document at 1k and 10k; measured by the peer
     and printed)."""
     from yfilter.generators.corpus import CorpusProfileGenerator
 
