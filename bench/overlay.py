@@ -1191,7 +1191,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f" {r['throughput_msg_s']:,.0f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.3f} s, "
                       f"p99 {r['latency_p99_s'] or float('nan'):.3f} s, {r['records_per_message']:.2f} records/msg, "
                       f"{r['cpu_s_per_message'] * 1e3:.2f} ms CPU/msg; a message matches "
-                      f"{r.get('match_share_mean', 0):.2%} of the profiles (median {r.get('match_share_median', 0):.2%}, "
+                      f"{r.get('match_share_mean', 0):.2%} of the profiles "
+                      f"(median {r.get('match_share_median', 0):.2%}, "
                       f"{r.get('match_share_min', 0):.2%}-{r.get('match_share_max', 0):.2%}), "
                       f"{r.get('messages_matching_any', 0):.0%} match any (loaded in {r['load_s']:.1f} s)", flush=True)
                 continue
