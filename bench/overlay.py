@@ -86,7 +86,7 @@ the run without local profiles; and publish -> delivery at b6. Writes
 ``bench/results/overlay_local_load.json``.
 
 ``--generalization`` (issue 41): exact tables against tables generalized to ``--budget``
-(default ``atoms=1000,states=3000,predicates=300``) for each mix and size (default 10k and
+(default: ``onyx up``'s, ``ONYX_TABLE_BUDGET``) for each mix and size (default 10k and
 100k), each on a fresh overlay in routing mode: the sizes of the tables every broker routes
 the news tree with, by broker and level (whatever ``stats()`` reports: the view's atoms,
 NFA states and guards, the exact table's as ``exact_*``); link sends per message over 500
@@ -818,8 +818,11 @@ def link_truth(overlay, texts: list[str], hosts: Callable[[int], str], docs: dic
             "false_negatives": fn}
 
 
-DEFAULT_GENERALIZED = "atoms=1000,states=3000,predicates=300"
-"""The table budget of ``--generalization`` unless ``--budget`` (``overlay_budget``'s)."""
+DEFAULT_GENERALIZED = config.BROKER_TABLE_BUDGET or "atoms=4000,states=12000,predicates=2000"
+"""The table budget of ``--generalization`` unless ``--budget``: ``onyx up``'s."""
+
+EXACT = Budget()
+"""A budget that limits nothing: exact summaries, and no sample floods (the baseline)."""
 
 LOCAL_HOST = "b2"
 """The broker whose local load the local-load run varies (b1 -> b2 -> b4 on the tree)."""
@@ -923,12 +926,12 @@ def generalization(spark, mixes: list[str], sizes: list[int], budget: Budget, n_
         mix = MIXES[m]
         burst, steady = mix.messages(n_burst, seed), mix.messages(n_steady, seed + 1)
         for n in sizes:
-            for tables in (None, budget):
-                label = "exact" if tables is None else f"budget {tables}"
+            for tables in (EXACT, budget):
+                label = "exact" if tables == EXACT else f"budget {tables}"
                 print(f"  {m:9} {n:>7,} profiles, {label} ...", end="", flush=True)
                 r = overlay_run(spark, "route", mix, n, burst, steady, rate, seed, budget=tables,
                                 canary=True, truth=True)
-                r["mode"], r["tables_kind"] = "routing", "exact" if tables is None else "generalized"
+                r["mode"], r["tables_kind"] = "routing", "exact" if tables == EXACT else "generalized"
                 r["tables_by_broker"] = _level_tables(builtin("figure4"), r["tables"])
                 runs.append(r)
                 c, ld = r["links_checked"], r["loading"]

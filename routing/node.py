@@ -166,7 +166,7 @@ class Node:
         so that the parent's table fits it."""
         parent = self.parent(root)
         budget = None if parent is None else self.overlay.budget(parent) or self.budget
-        if budget is None:
+        if budget is None or not budget.limits():
             return None
         return budget.scaled(1 / len(self.overlay.tree(root).children[parent]))
 
@@ -295,10 +295,10 @@ class Node:
     def sample(self, root: str) -> bool:
         """At the root of ``root``'s tree: whether the next message goes down every link
         as a sample (one in :attr:`sample_every`, the first included; never without a
-        budget). Generalizations are measured on samples: the messages a broker gets
+        budget, or one that limits nothing). Generalizations are measured on samples: the messages a broker gets
         otherwise are those its parent's table chose, which would make a summary that
         lets more through look free."""
-        if self.budget is None:
+        if self.budget is None or not self.budget.limits():
             return False
         n = self._messages[root] = self._messages.get(root, 0) + 1
         return n % self.sample_every == 1 % self.sample_every
