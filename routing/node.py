@@ -48,7 +48,7 @@ profiles. A forwarded message is never held back by local work.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -256,8 +256,14 @@ class Node:
     def summary_plan(self, root: str) -> Plan | None:
         """A generalization plan for this node's summary of ``root``'s tree, when one
         is due (see :meth:`routing.summary.Summary.plan`); :meth:`generalize` adopts it."""
+        job = self.summary_plan_job(root)
+        return None if job is None else job()
+
+    def summary_plan_job(self, root: str) -> Callable[[], Plan] | None:
+        """:meth:`summary_plan` as a function that may run in another thread (see
+        :meth:`routing.summary.Summary.plan_job`)."""
         summary = self.summaries.get(root)
-        return summary.plan() if summary is not None else None
+        return summary.plan_job() if summary is not None else None
 
     def generalize(self, root: str, plan: Plan) -> list[Up]:
         """Adopt ``plan`` for this node's summary of ``root``'s tree (made here or by

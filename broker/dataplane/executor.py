@@ -328,6 +328,8 @@ class _Task:
 
     def finish(self) -> None:
         self.deliver_waiting()
+        for broker, copy in self.used.items():
+            self.write(broker, copy.plan.planned(), control=True)
         self.send_routes()
         t = time.perf_counter()
         self.sink.flush()

@@ -35,6 +35,7 @@ of the streaming job itself, the benchmark's Spark floor).
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,6 +52,9 @@ from yfilter.errors import MessageError
 from yfilter.flwr import is_flwr
 
 MODES = ("route", "flood", "floor")
+
+_PLANNER = ThreadPoolExecutor(1, thread_name_prefix="onyx-generalize")
+"""Makes summaries' generalization plans in a worker process, beside its tasks."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class Plan:
         self.node = state.node
         self.settings = settings
         self._refusals: dict[str, str | None] = {}  # delivery topic -> why it is refused
+        self._planning: dict[str, Future] = {}  # tree root -> a plan for its summary, being made
         self._kinds: dict[str, tuple[str, bool]] = {}  # profile id -> (its text, a transformation?)
         self._dictionary_stamp = None
         self.dictionaries = self._dictionaries()
@@ -240,11 +245,32 @@ class Plan:
             return [dead_letter(f"internal error while routing: {exc!r}", *inbound.record)]
 
     def _generalize(self, root: str) -> list[Row]:
-        """A ``generalize`` packet when this broker's summary of ``root``'s tree is due
-        a new plan (made here, measured on the messages it routed; adopted when the
-        packet comes back, see :mod:`broker.control.state`)."""
-        plan = self.node.summary_plan(root)
-        return [] if plan is None else [self.state.generalize_packet(root, plan)]
+        """A ``generalize`` packet once a plan for this broker's summary of ``root``'s
+        tree is ready (adopted when the packet comes back, see
+        :mod:`broker.control.state`). A due plan is made beside the data path, in the
+        worker's planning thread, from copies of what it needs: a plan of a host's
+        summary at 100k profiles takes seconds, which messages must not wait for."""
+        planning = self._planning.get(root)
+        if planning is not None:
+            if not planning.done():
+                return []
+            del self._planning[root]
+            try:
+                return [self.state.generalize_packet(root, planning.result())]
+            except Exception:  # a bug in a plan must not stop the broker: the summary stays as it is
+                self.node.summaries[root].pending = False
+                return []
+        job = self.node.summary_plan_job(root)
+        if job is not None:
+            self._planning[root] = _PLANNER.submit(job)
+        return []
+
+    def planned(self) -> list[Row]:
+        """The ``generalize`` packets of every plan made since (a task ends with them,
+        so that a plan made while its last messages were routed is not left waiting for
+        the next message)."""
+        return [row for root in list(self._planning) if self._planning[root].done()
+                for row in self._generalize(root)]
 
     def _whole(self, inbound: Inbound) -> tuple[bytes, list[tuple[str, bytes]]]:
         """The message as it goes down a link that takes it whole: its bytes in the
