@@ -71,7 +71,6 @@ from formats.errors import FormatError
 from routing.overlay import Overlay
 from routing.placement import PlacementError, PlacementOptions, PlacementRequest, make_strategy
 from yfilter import ProfileError, validate
-from yfilter.flwr import is_flwr
 
 MAX_PROFILE_CHARS = 100_000
 MAX_SCHEMA_CHARS = 1_000_000  # a source's DTD or XML Schema (a caller without a token: config.ANONYMOUS_MAX_CHARS)
@@ -202,9 +201,9 @@ class Delivery(BaseModel):
     by: Literal["copy", "reference"] | None = Field(
         None, description="copy (the default): each delivery record carries the message; reference: it carries "
                           "a small JSON reference (message_id, source, href) and the message is fetched once with "
-                          "GET /profiles/{id}/messages/{message_id} from the archive (the Claim Check pattern; "
-                          "filter profiles only: a transformation's results are delivered as they are). On PUT, "
-                          "omitted: as it was")
+                          "GET /profiles/{id}/messages/{message_id} from the archive (the Claim Check pattern). "
+                          "A transformation profile's results are delivered as they are whatever it asks. On "
+                          "PUT, omitted: as it was")
 
     @field_validator("topic")
     @classmethod
@@ -212,23 +211,17 @@ class Delivery(BaseModel):
         return legal_topic(v)
 
 
-def delivery_by(text: str, requested: str | None, current: str = "copy") -> str:
-    """How a profile of ``text`` delivers: ``requested`` (``None``: ``current``), refused
-    (:class:`SubscriberError`, 422) by reference for a transformation profile, whose results
-    are documents of its own that the archive does not hold.
+def delivery_by(requested: str | None, current: str = "copy") -> str:
+    """How a profile delivers: ``requested`` (``None``: ``current``, as registered). Any profile
+    may ask for references; a transformation profile's results are documents of their own,
+    which the archive does not hold, so the brokers deliver them as they are whatever it asked
+    (the choice applies once an update makes it a filter). Not refused, so that every request
+    the OpenAPI description admits is accepted.
 
-    >>> delivery_by("/nitf", "reference"), delivery_by("/nitf", None, "reference")
-    ('reference', 'reference')
-    >>> delivery_by("for $n in $msg/a return <x/>", "reference")
-    Traceback (most recent call last):
-    ...
-    broker.registry.subscribers.SubscriberError: delivery.by: a transformation profile delivers its results, not the message, so it cannot deliver by reference: omit delivery.by (or give copy)
+    >>> delivery_by("reference"), delivery_by(None, "reference"), delivery_by(None)
+    ('reference', 'reference', 'copy')
     """
-    by = requested or current
-    if by == "reference" and is_flwr(text):
-        raise SubscriberError("delivery.by: a transformation profile delivers its results, not the message, so it "
-                              "cannot deliver by reference: omit delivery.by (or give copy)")
-    return by
+    return requested or current
 
 
 class DeliveryWithWebhook(Delivery):
@@ -742,8 +735,8 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                       413: _too_large(MAX_BODY_BYTES),
                       422: "not a profile (with the column where the parser stopped), a bad or missing field, a "
                            "delivery topic outside your namespace and the operator's prefixes (Kafka's __* and the "
-                           "overlay's own topics included) or one Kafka refuses, delivery.by reference for a "
-                           "transformation profile, or an unknown broker in near: nothing was registered",
+                           "overlay's own topics included) or one Kafka refuses, or an unknown broker in near: "
+                           "nothing was registered",
                       429: _RATE, 503: _UNAVAILABLE}
 
     # -- publishers and sources ------------------------------------------------------------------
@@ -916,7 +909,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
         owner = who.subscriber
         charge(who, 1, len(body.text), owner)
         validate_profile(body.text)
-        by = delivery_by(body.text, body.delivery.by if body.delivery else None)
+        by = delivery_by(body.delivery.by if body.delivery else None)
         requested = body.delivery.topic if body.delivery else None
         webhook = body.delivery.webhook if body.delivery else None
         subscriber_id = owner or subscribers.new_id()
@@ -992,7 +985,6 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                     raise SubscriberError("delivery.webhook: a profile with a webhook is registered with POST "
                                           "/profiles, which returns its webhook_secret")
                 validate_profile(item.text)
-                delivery_by(item.text, item.delivery.by if item.delivery else None)
                 subscribers.check_topic(subscriber_id, item.delivery.topic if item.delivery else None)
             except ValidationError as exc:
                 results[i] = _refused(i, 422, _schema_problem(exc))
@@ -1029,7 +1021,7 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                             placer.forget(profile_id)
                             continue
                         counts[host] = counts.get(host, 0) + 1
-                        by = delivery_by(item.text, item.delivery.by if item.delivery else None)
+                        by = delivery_by(item.delivery.by if item.delivery else None)
                         accepted.append((i, ProfileRecord(profile_id, item.text, host, topic, 1, subscriber_id, by),
                                          secrets.token_urlsafe(24)))
                     t0 = _lap(timing, "place", t0)
@@ -1095,16 +1087,15 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                                              "and is not yours: nothing was changed",
                                         413: _too_large(MAX_BODY_BYTES),
                                         422: "not a profile (with the column where the parser stopped), a bad or "
-                                             "missing field, a delivery topic outside your namespace and the "
-                                             "operator's prefixes or one Kafka refuses, or a transformation profile "
-                                             "delivering by reference: the profile stays as it was",
+                                             "missing field, or a delivery topic outside your namespace and the "
+                                             "operator's prefixes or one Kafka refuses: the profile stays as it was",
                                         429: _RATE, 503: _UNAVAILABLE}))
     def update_profile(profile_id: str, body: ProfileUpdate, who: Caller = Depends(access.allow(
             "owner", "subscriber", sees="its own profile"))) -> ProfileView:
         old = access.profile(who, profile_id, operator=False)
         limiter.charge(old.subscriber_id, 1)
         validate_profile(body.text)
-        by = delivery_by(body.text, body.delivery.by if body.delivery else None, old.delivery_by)
+        by = delivery_by(body.delivery.by if body.delivery else None, old.delivery_by)
         requested = body.delivery.topic if body.delivery else None
         if requested is not None and requested != old.delivery_topic:
             if old.subscriber_id is None:
@@ -1194,11 +1185,6 @@ def create_app(store: Store, overlay: Overlay, sender: Sender, placement: str = 
                 results[i] = ChangeItem(index=i, status=exc.status_code, error=Error(detail=exc.detail))
                 continue
             text = change.text if change.op == "update" else old.text
-            try:
-                delivery_by(text, None, old.delivery_by)
-            except SubscriberError as exc:
-                results[i] = ChangeItem(index=i, status=422, error=Error(detail=str(exc)))
-                continue
             record = dataclasses.replace(old, text=text, version=old.version + 1)
             current[pid] = record if change.op == "update" else None
             made.append((i, change.op, record, old))

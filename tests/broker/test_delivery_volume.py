@@ -182,16 +182,20 @@ def test_delivery_by_reference_is_stored_shown_and_sent_to_the_host(service):
     assert "delivery_by" not in plain
 
 
-def test_a_transformation_profile_cannot_deliver_by_reference(service):
-    client, _ = service
-    refused = client.post("/profiles", json={"text": FLWR, "delivery": {"by": "reference"}})
-    assert refused.status_code == 422 and "transformation profile" in refused.json()["detail"]
-    batch = client.post("/profiles:batch", json={"profiles": [{"text": FLWR, "delivery": {"by": "reference"}},
-                                                              {"text": "/nitf", "delivery": {"by": "reference"}}]})
-    assert [r["status"] for r in batch.json()["results"]] == [422, 201]
-    made = client.post("/profiles", json={"text": "/nitf", "delivery": {"by": "reference"}}).json()
-    turned = client.put(f"/profiles/{made['profile_id']}", json={"text": FLWR}, headers={"X-Onyx-Token": made["token"]})
-    assert turned.status_code == 422
+def test_a_transformation_profile_asking_for_references_is_accepted_and_delivers_its_results(service):
+    """Every request the description admits is accepted; a transformation's results are not in
+    the archive, so its host delivers them as they are (the choice applies once it is a filter)."""
+    client, sender = service
+    made = client.post("/profiles", json={"text": FLWR, "delivery": {"by": "reference"}})
+    assert made.status_code == 201 and made.json()["delivery_by"] == "reference"
+    pid = made.json()["profile_id"]
+    packet = next(json.loads(v) for t, (k, v, _) in sender.sent
+                  if t.startswith(topics.BROKER_PREFIX) and k == pid.encode())
+    plan = _plan([(pid, FLWR, "onyx.deliver.s1", packet["delivery_by"])])
+    [(_, key, value, headers)] = _deliveries(plan)
+    assert (key, value) == (pid.encode(), b"<t><title>SF</title></t>") and packets.DELIVERY not in headers
+    batch = client.post("/profiles:batch", json={"profiles": [{"text": FLWR, "delivery": {"by": "reference"}}]})
+    assert [r["status"] for r in batch.json()["results"]] == [201]
 
 
 def test_a_message_delivered_by_reference_is_served_to_its_subscriber_only(service):
