@@ -259,9 +259,12 @@ def _pct(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def cpu_seconds() -> float:
+def cpu_seconds(roots: list[int] | None = None) -> float:
     """CPU seconds (user + system) of this process and every process below it: the Kafka
-    broker, Spark's JVM and its Python workers (Linux ``/proc``)."""
+    broker, Spark's JVM and its Python workers (Linux ``/proc``). With ``roots``: of this
+    process alone and of ``roots`` and every process below them (the peer's run leaves out
+    the idle Spark session, whose Python workers may end meanwhile: a process that ends
+    takes its seconds with it, and the difference came out negative)."""
     tick = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     used: dict[int, float] = {}
@@ -275,12 +278,14 @@ def cpu_seconds() -> float:
         fields = stat[stat.rindex(")") + 2:].split()
         parent[int(entry)] = int(fields[1])
         used[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
-    me, total = os.getpid(), 0.0
+    me = os.getpid()
+    tops = {me} if roots is None else set(roots)
+    total = 0.0 if me in tops else used.get(me, 0.0)
     for pid, seconds in used.items():
         p = pid
-        while p and p != me:
+        while p and p not in tops:
             p = parent.get(p, 0)
-        if p == me:
+        if p in tops:
             total += seconds
     return total
 
@@ -456,13 +461,15 @@ def peer_run(mix: Mix, profiles: int, burst: list[bytes], steady: list[bytes], r
             lat = [clock.first[m] - t for m, t in sent.items() if m in clock.first]
             before = peer.stats()
             peer.expect("peer-burst", len(burst))
-            cpu0, t0 = cpu_seconds(), time.monotonic()
+            roots = [peer.proc.pid, kafka.proc.pid]  # the peer, Kafka, and this process (sending)
+            cpu0, t0 = cpu_seconds(roots), time.monotonic()
             send(bootstrap, source, burst, 0.0, "peer-burst")
             done = peer.wait_done()
-            cpu = cpu_seconds() - cpu0
+            cpu = cpu_seconds(roots) - cpu0
             after = done["stats"]
         finally:
             peer.stop()
+    shutil.rmtree(kafka.dir, ignore_errors=True)
     n = len(burst)
     delta = {k: after[k] - before.get(k, 0) for k in after}
     shares = _selectivity(texts, burst[:200])
