@@ -57,21 +57,19 @@ class GeneralizedView:
 
     ``samples`` recent messages (see :meth:`observe`) measure filtering power;
     a plan aims at ``headroom`` times the budget so that deltas fit for a while.
-    :meth:`due` says when to re-plan: over budget; once ``first`` messages are
-    sampled, and again once the sample is full (a plan of a big table costs seconds,
-    so not at every step in between); or more than ``refresh`` times the table's
-    conjunctions changed since (stale generalizations get tighter again). Nothing is
-    due before the first ``first`` samples.
+    :meth:`due` says when to re-plan: over budget; at the first message, and again
+    once the sample is full (a plan of a big table costs seconds, so not at every
+    step in between); or more than ``refresh`` times the table's conjunctions
+    changed since (stale generalizations get tighter again).
     ``engine`` is the :class:`~routing.matcher.AtomEngine` the view matches with
     (shared with other tables, or None for one of its own)."""
 
     def __init__(self, budget: Budget, samples: int = 32, headroom: float = 0.8,
-                 refresh: float = 0.25, engine: AtomEngine | None = None, first: int = 1) -> None:
+                 refresh: float = 0.25, engine: AtomEngine | None = None) -> None:
         if samples < 1:
             raise BudgetError("a generalized view needs room for at least one sample message")
         self.budget = budget
         self.headroom, self.refresh = headroom, refresh
-        self.first = min(first, samples)
         self._engine = engine if engine is not None else AtomEngine()
         self.matcher = LinkMatcher(self._engine)
         self.samples: deque = deque(maxlen=samples)
@@ -147,8 +145,6 @@ class GeneralizedView:
 
     def due(self, exact: LinkMatcher) -> bool:
         n = len(self.samples)
-        if not self.rebuilds and n < self.first:
-            return False  # too few samples to measure a first plan with
         if self._planned_with < self.samples.maxlen and n >= (self.samples.maxlen if self._planned_with else 1):
             return True
         if self._changes > max(64, self.refresh * exact.total()):

@@ -110,10 +110,10 @@ class Node:
     broker: str
     overlay: Overlay
     budget: Budget | None = None
-    samples: int = 8
+    samples: int = 16
     sample_every: int = 16
     """One message in this many is a sample (see :meth:`sample`): at 20 msg/s a summary
-    has its ``samples`` (8), and its plan, 6.4 s after the first message; a sample
+    has its 16 samples, and its second plan, 13 s after the first message; a sample
     costs a flood, about 1/16 of flooding's link sends on top of routing's."""
     engine: AtomEngine | None = None
     namespaces: Mapping[str, str] = field(default_factory=dict)

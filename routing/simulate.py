@@ -122,8 +122,7 @@ class Config:
     overlay: str = "geometric"
     sources: int = 4
     replay: float = 0.1
-    samples: int = 8
-    sample_every: int = 16
+    samples: int = 16
     corpus: str | None = None
     engine: str = "shared"
     transform: float = 0.0
@@ -134,8 +133,6 @@ class Config:
             raise SimulationError("a routing simulation needs at least 2 brokers")
         if self.profiles < 0 or self.messages < 0:
             raise SimulationError("--profiles and --messages cannot be negative")
-        if self.samples < 1 or self.sample_every < 1:
-            raise SimulationError("--samples and --sample-every must be at least 1")
         if not 0 <= self.churn:
             raise SimulationError("--churn is a fraction of the profiles (0 or more)")
         if not 0 <= self.transform <= 1:
@@ -266,8 +263,7 @@ class Simulation:
         """One node per broker, with the run's budget when it generalizes."""
         cfg = self.config
         budget = cfg.budget if cfg.generalize else None
-        return {b: Node(b, self.overlay, budget, samples=cfg.samples, sample_every=cfg.sample_every,
-                        engine=engine, namespaces=namespaces)
+        return {b: Node(b, self.overlay, budget, samples=cfg.samples, engine=engine, namespaces=namespaces)
                 for b in self.brokers}
 
     # -- profiles and deltas --------------------------------------------------------
@@ -771,10 +767,7 @@ def parser() -> argparse.ArgumentParser:
     a("--sources", type=int, default=4, help="data sources, each with its own root broker and tree (default 4)")
     a("--replay", type=float, default=0.1, metavar="P",
       help="probability that a delta in flight is delivered twice (default 0.1); deltas are always reordered")
-    a("--samples", type=int, default=8,
-      help="sample messages a summary's generalization plan is measured on (default 8, as brokers)")
-    a("--sample-every", type=int, default=16,
-      help="a tree's root sends one message in this many down every link as a sample (default 16, as brokers)")
+    a("--samples", type=int, default=16, help="recent messages a generalized table measures itself on (default 16)")
     a("--engine", choices=ENGINES, default="shared",
       help="shared: one atom engine for every broker's routing tables (a message is matched against the "
            "atoms once; same routing as per-broker, much faster); per-broker: one engine per broker, shared "
@@ -800,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = Config(args.brokers, args.profiles, args.messages, args.churn, args.seed, args.generalize,
                     args.budget, args.interests, args.placement, args.overlay, args.sources, args.replay,
-                    args.samples, args.sample_every, args.corpus, args.engine, args.transform, args.bindings)
+                    args.samples, args.corpus, args.engine, args.transform, args.bindings)
     try:
         sim = Simulation(config, progress=None if args.quiet else _progress_printer())
         result = sim.run()

@@ -103,10 +103,7 @@ class Summary:
         engine = engine if engine is not None else AtomEngine()
         self.budget = budget
         self.exact = LinkMatcher(engine)
-        # One plan once the sample is full (a plan of a host's summary at 100k profiles
-        # takes seconds of a worker's CPU), then again only when it no longer fits or
-        # much below has changed.
-        self.view = GeneralizedView(budget, samples, engine=engine, first=samples) if budget is not None else None
+        self.view = GeneralizedView(budget, samples, engine=engine) if budget is not None else None
         self.needs = LinkPlan()
         self.counter = 0  # versions of the deltas sent so far
         self.sent: set[Conjunction] = set()  # what the parent holds

@@ -148,7 +148,7 @@ def test_box_d_generalized_keeps_the_path_common_to_all_disjuncts():
              "Q2": ("b5", f"/nitf[{sf} and .//tobject.subject/@tobject.subject.matter = 'fishing']"),
              "Q3": ("b6", f"/nitf[{sf} and head/docdata/series/@series.name = 'Tide Forecasts']")}
     ov = builtin("figure4")
-    nodes = {b: Node(b, ov, Budget(atoms=1) if b == "b4" else None, samples=2) for b in ov.brokers}
+    nodes = {b: Node(b, ov, Budget(atoms=1) if b == "b4" else None) for b in ov.brokers}
     _flush(nodes, [(host, u) for pid, (host, text) in texts.items() for u in nodes[host].host(pid, 1, text)])
     sports = b"<nitf><head><pubdata edition.area='SF'/><tobject><tobject.subject tobject.subject.type='Sports'/></tobject></head></nitf>"
     for sample in (sports, b"<nitf><head><pubdata edition.area='NY'/></head></nitf>"):

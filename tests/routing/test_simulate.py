@@ -13,7 +13,7 @@ from routing.budget import Budget
 from routing.placement import PlacementRequest
 from routing.simulate import Config, Simulation, SimulationError, main
 
-SMALL = dict(brokers=14, profiles=400, messages=30, churn=0.5, sources=2, replay=0.3, samples=6, sample_every=2)
+SMALL = dict(brokers=14, profiles=400, messages=30, churn=0.5, sources=2, replay=0.3, samples=6)
 
 
 @pytest.mark.parametrize("module", [routing.placement, routing.report, routing.workload])

@@ -29,7 +29,7 @@ def test_docstring_examples():
 
 def _overlay(budget: Budget | None, profiles: dict[str, list[str]]) -> dict[str, Node]:
     ov = builtin("figure4")
-    nodes = {b: Node(b, ov, budget, samples=4) for b in ov.brokers}
+    nodes = {b: Node(b, ov, budget, samples=8) for b in ov.brokers}
     ups = [(host, u) for host, texts in profiles.items() for i, text in enumerate(texts)
            for u in nodes[host].host(f"{host}-{i}", 1, text)]
     _flush(nodes, ups)
@@ -112,7 +112,7 @@ def test_every_copy_that_adopts_a_plan_sends_the_same_deltas():
         a.apply("query", b"k", body.encode(), [], "onyx.broker.b5", defer=True)
         b.apply("query", b"k", body.encode(), [], "onyx.broker.b5", defer=True)
     assert a.routes() == b.routes()
-    for doc in _docs(9, a.node.samples):
+    for doc in _docs(9, 4):
         a.node.forwards("b1", doc, sample=True)  # only a has seen messages
     plan = a.node.summary_plan("b1")
     assert plan is not None and b.node.summary_plan("b1") is None  # b has no sample to measure with
