@@ -119,7 +119,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from broker import config, topics
+from broker import config, packets, topics
 from broker.local.cluster import LocalOverlay, OverlaySettings
 from broker.local.devcluster import KafkaDevCluster
 from broker.registry.control_packets import query_packet
@@ -354,8 +354,8 @@ class Clock:
                     mid = dict(msg.headers() or ()).get("onyx-message-id", msg.key() or b"").decode()
                     now = time.monotonic()
                     self.first.setdefault(mid, now)
-                    if self.keep:
-                        self.log.append(((msg.key() or b"").decode(), mid, now))
+                    if self.keep:  # a shared record is every listed profile's delivery
+                        self.log += [(pid, mid, now) for pid in packets.profile_ids(msg.key(), msg.headers())]
 
     def wait_for(self, ids, timeout: float) -> None:
         deadline = time.monotonic() + timeout
