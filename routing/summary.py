@@ -88,11 +88,6 @@ def conjunction_id(conj: Conjunction) -> str:
     return "~c:" + hashlib.blake2b("\n".join(sorted(conj)).encode(), digest_size=12).hexdigest()
 
 
-def is_summary_id(profile_id: str) -> bool:
-    """Whether a delta's profile id is one of a summary's pseudo-profiles."""
-    return profile_id.startswith("~")
-
-
 class Summary:
     """The generalized routing query of one broker in one tree (see module docstring).
     ``budget`` None: exact. ``samples``: recent messages a plan is measured on;
