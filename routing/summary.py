@@ -22,13 +22,13 @@ replayed or reordered delta cannot undo a newer one:
 
 With a :class:`~routing.budget.Budget` the summary is a
 :class:`~routing.generalize.GeneralizedView` of the conjunctions below, filed in groups
-by the skeleton of their anchor atom (so that generalization (a), a group's
+by the skeleton of their anchor atom, first and last step (so that generalization (a), a group's
 conjunctions becoming the one they all imply, keeps at least that path instead of
 letting every message through; the parent holds the union): new ones are
 generalized by the current plan's rules as they come; a *plan* — which rules, chosen
 by what they cost in false positives on recent messages (:mod:`routing.planner`) — is
-made where messages are (:meth:`Summary.plan`, on the data path) and adopted where the
-state changes (:meth:`Summary.adopt`, a logged packet in a running broker), so every
+made where messages are (:meth:`Summary.plan_job`, beside the data path: a broker runs
+it in a worker thread from copies) and adopted where the state changes (:meth:`Summary.adopt`, a logged packet in a running broker), so every
 copy of a broker sends the same deltas. Without a budget the summary is exact: the
 distinct conjunctions below (a profile whose conjunctions a parent holds already sends
 nothing).
@@ -46,12 +46,11 @@ nothing).
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from typing import Callable
 
-from routing.budget import Budget
-from collections import Counter
-
 from routing import atoms as A
+from routing.budget import Budget
 from routing.dnf import Conjunction, RoutingQuery
 from routing.generalize import GeneralizedView
 from routing.matcher import AtomEngine, LinkMatcher, anchor
