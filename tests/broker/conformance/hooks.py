@@ -125,7 +125,8 @@ class AdminToken:
         _header(case, "X-Onyx-Admin-Token", data)
 
 
-@schemathesis.auth(refresh_interval=None).apply_to(path_regex="^/profiles/\\{profile_id\\}(/[a-z]+)?$")
+@schemathesis.auth(refresh_interval=None).apply_to(
+    path_regex="^/profiles/\\{profile_id\\}(/[a-z]+(/\\{message_id\\})?)?$")
 class ProfileToken:
     """A profile's token, as the request carries it: the one the registration answered,
     which the description's links put in X-Onyx-Token (stateful phase), or else one no
