@@ -19,7 +19,7 @@ from yfilter.parser import MAX_NESTING
 HERE = Path(__file__).resolve().parent
 # Every string constant of the tests of the profile language: the refused profiles of
 # their tables (with the message and column each must get), and accepted ones.
-SOURCES = ["test_parser.py", "test_flwr.py", "test_steps.py", "test_engine_basic.py", "test_plan.py",
+SOURCES = ["test_parser.py", "test_flwr.py", "test_steps.py", "test_engine_basic.py",
            "test_semantics.py"]
 BAD = [
     "", " ", "/", "//", "/a[", "/a]", "/a[]", "/a[@]", "/a[@b=]", "/a['x']", "/a[1 and 2]", "/a/..", "/a/.",
