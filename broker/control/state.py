@@ -96,7 +96,13 @@ class BrokerState:
     catalog_changes: int = 0
 
     outbox: dict[tuple[str, str], dict[str, Delta]] = field(default_factory=dict)
-    """Routing deltas not yet sent: (parent, root) -> profile id -> its newest delta."""
+    """Routing deltas not yet sent: (parent, root) -> pseudo-profile id -> its newest delta."""
+
+    covered: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    """Profiles whose queries the deltas sent (now or before) stand for, not yet said to
+    the parent: (parent, root) -> profile id -> version. A route packet carries them
+    (``covered``) up to the root, where a backfill reads when the root began routing a
+    new profile's messages (:mod:`broker.registry.backfill`)."""
 
     by_reference: set[str] = field(default_factory=set)
     """Hosted profiles delivering by reference (query packet field ``delivery_by``): their records
@@ -143,6 +149,7 @@ class BrokerState:
         log): the rows it causes were sent then, so none are made now."""
         self._apply(flow, key, value, headers, origin, at)
         self.outbox.clear()
+        self.covered.clear()
 
     def _apply(self, flow: str, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes]], origin: str, at: tuple[str, int, int] | None) -> list[Row]:
@@ -183,6 +190,7 @@ class BrokerState:
         elif op in ("add", "update"):
             # a bad text raises ProfileError (a ValueError): a dead letter, nothing changed
             rows = self._queue(self.node.host(pid, version, str(body["text"]), str(body["delivery_topic"])))
+            self._cover([(pid, version)], None)
         else:
             raise ControlError(f"unknown profile op {op!r}")
         hosted = self.node.profiles.get(pid)
@@ -195,6 +203,15 @@ class BrokerState:
                 self.by_reference.discard(pid)
         return rows
 
+    def _cover(self, profiles: list, root: str | None) -> None:
+        """Say ``profiles`` (id, version) to the parent in ``root``'s tree (every tree: None)."""
+        for r in [root] if root is not None else self.overlay.roots:
+            parent = self.node.parent(r)
+            if parent is not None and profiles:
+                held = self.covered.setdefault((parent, r), {})
+                for pid, version in profiles:
+                    held[str(pid)] = max(int(version), held.get(str(pid), 0))
+
     def _route(self, body: dict) -> list[Row]:
         root, child = str(body["root"]), str(body["from"])
         if root not in self.overlay.graph or child not in self.overlay.graph:
@@ -203,7 +220,9 @@ class BrokerState:
         if not isinstance(deltas, list):
             raise ControlError("a route packet's deltas must be a list")
         parsed = [Delta.from_json(d) for d in deltas]  # all read before any is applied
-        return self._queue([u for delta in parsed for u in self.node.collect(root, child, delta)])
+        rows = self._queue([u for delta in parsed for u in self.node.collect(root, child, delta)])
+        self._cover(list(body.get("covered", ())), root)
+        return rows
 
     def _queue(self, ups: list[Up]) -> list[Row]:
         """File routing deltas in the outbox (no rows yet: :meth:`routes` makes them)."""
@@ -218,7 +237,8 @@ class BrokerState:
         """The outbox as route packets, one per parent and tree (more where they would
         exceed :data:`ROUTE_PACKET_BYTES`), and empty it."""
         rows: list[Row] = []
-        for (parent, root), held in sorted(self.outbox.items()):
+        for parent, root in sorted(self.outbox.keys() | self.covered.keys()):
+            held = self.outbox.get((parent, root), {})
             chunk: list[str] = []
             size = 0
             for pid in sorted(held):
@@ -228,13 +248,16 @@ class BrokerState:
                     chunk, size = [], 0
                 chunk.append(text)
                 size += len(text) + 1
-            rows.append(self._route_packet(parent, root, chunk))
+            # The profiles go with the last chunk: after every delta they caused.
+            covered = sorted(self.covered.get((parent, root), {}).items())
+            rows.append(self._route_packet(parent, root, chunk, covered))
         self.outbox.clear()
+        self.covered.clear()
         return rows
 
-    def _route_packet(self, parent: str, root: str, deltas: list[str]) -> Row:
+    def _route_packet(self, parent: str, root: str, deltas: list[str], covered: list | None = None) -> Row:
         value = (f'{{"kind": "route", "root": {json.dumps(root)}, "from": {json.dumps(self.broker)}, '
-                 f'"deltas": [{", ".join(deltas)}]}}').encode()
+                 f'"deltas": [{", ".join(deltas)}], "covered": {json.dumps(covered or [])}}}').encode()
         return (topics.broker_topic(parent), f"{root}:{self.broker}".encode(), value,
                 PacketHeader("query", root_broker=root).to_kafka())
 

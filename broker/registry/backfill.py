@@ -13,7 +13,7 @@ is delivered live; records below the seam that were also delivered live arrive t
 with the same ``onyx-message-id``, as the at-least-once guarantee allows. Backfilled
 records carry the header :data:`BACKFILL_HEADER`.
 
->>> mentions({"kind": "route", "root": "b1", "deltas": [{"profile_id": "p1", "version": 2}]}, "b1", "p1", 2)
+>>> mentions({"kind": "route", "root": "b1", "deltas": [], "covered": [["p1", 2]]}, "b1", "p1", 2)
 True
 >>> mentions({"op": "add", "profile_id": "p1", "version": 1}, "b1", "p1", 2)
 False
@@ -52,11 +52,13 @@ class Seam:
 
 def mentions(packet: Mapping, root: str, profile_id: str, version: int) -> bool:
     """Does a state-log packet of ``root`` show ``profile_id`` at ``version`` or newer: a
-    route packet of ``root``'s tree with its delta, or (at its host) its query packet."""
+    route packet of ``root``'s tree that says the profile is covered (its ``covered``
+    list: summaries carry conjunctions, not profiles, so every broker on the way says
+    which profiles the deltas it sends, or sent before, stand for), or (at its host)
+    its query packet."""
     if packet.get("kind") == "route":
         return packet.get("root") == root and any(
-            d.get("profile_id") == profile_id and int(d.get("version", -1)) >= version
-            for d in packet.get("deltas", ()))
+            c[0] == profile_id and int(c[1]) >= version for c in packet.get("covered", ()))
     return packet.get("profile_id") == profile_id and int(packet.get("version", -1)) >= version
 
 
