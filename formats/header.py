@@ -5,7 +5,8 @@ Every record on a broker's inbound topic carries ``onyx-flow`` (``xml``, ``query
 the root broker of their broadcast tree, a message id that stays the same on every
 hop (for de-duplication), and the dictionary and schema versions they need. An XML
 packet between brokers that carries a transformation of the message rather than the
-message itself says which (``onyx-transform``: ``projected``, ONYX 4.2.2).
+message itself says which (``onyx-transform``: the transformation query it has had,
+a JSON object that :mod:`routing.incremental` reads, ONYX 4.2.2).
 
 >>> h = PacketHeader("xml", format="stream-dict+zstd", source_id="afp", root_broker="b1",
 ...                  message_id="afp-42", dictionary_version=3)
@@ -32,8 +33,8 @@ from formats.registry import Buffer, get
 FLOWS = ("xml", "query", "catalog", "control")
 """The four packet flows a broker's inbound topic multiplexes."""
 
-TRANSFORMS = ("projected",)
-"""What an XML packet may carry instead of the whole message (``onyx-transform``)."""
+MAX_TRANSFORM = 16384
+"""Most characters of ``onyx-transform`` (a link whose query is longer carries the message)."""
 
 _HEADER_NAMES = {
     "flow": "onyx-flow",
@@ -82,8 +83,9 @@ class PacketHeader:
                 raise FormatError(f"packet header {name} must be a non-empty string, not {value!r}")
         if self.sample not in (None, "1"):
             raise FormatError(f"onyx-sample must be 1 when present, not {self.sample!r}")
-        if self.transform is not None and self.transform not in TRANSFORMS:
-            raise FormatError(f"unknown onyx-transform {self.transform!r} (known: {', '.join(TRANSFORMS)})")
+        if self.transform is not None and (not self.transform.startswith("{") or len(self.transform) > MAX_TRANSFORM):
+            raise FormatError(f"onyx-transform must be a JSON object of at most {MAX_TRANSFORM} characters, "
+                              f"not {self.transform[:80]!r}")
         version = self.dictionary_version
         if version is not None and (type(version) is not int or version < 0):
             raise FormatError(f"dictionary version must be an integer >= 0, not {version!r}")

@@ -10,7 +10,7 @@ Query plane (ONYX 4.2.1), each call returning the routing deltas to send up
 (:class:`Up`, one per tree whose parent must hear of it):
 
 * :meth:`Node.host` / :meth:`Node.drop` — ``Map()``: a hosted profile's routing query
-  and what it reads of a message (its :func:`~routing.projection.need`) join the
+  and what it reads of a message (its :func:`~routing.incremental.need`) join the
   node's summary of every tree it is not the root of;
 * :meth:`Node.collect` — ``Collect()``: a child's delta applied to the tree's table
   (the child's summary, filed under the link to it), which changes this node's own
@@ -26,12 +26,13 @@ Query plane (ONYX 4.2.1), each call returning the routing deltas to send up
 
 Data plane (ONYX 4.2.2 and 4.3.1), in priority order: :meth:`Node.forwards` gives the
 links of the message's tree that want it, each with what the link carries — the whole
-message, or its projection when every profile below the link reads only parts of it
-(incremental transformation) — and only then :meth:`Node.deliver` runs the local
+message, or what the link's transformation query makes of it (incremental
+transformation, :mod:`routing.incremental`) — and only then :meth:`Node.deliver` runs the local
 profiles. A forwarded message is never held back by local work.
 
 >>> from routing.overlay import builtin
->>> b4, b2 = Node("b4", builtin("figure4")), Node("b2", builtin("figure4"))
+>>> b4 = Node("b4", builtin("figure4"))
+>>> b2 = Node("b2", builtin("figure4"), bandwidth=1e4)   # a slow link: worth leaving bytes out
 >>> q = "for $h in $msg/nitf/head return <t>{$h/title/text()}</t>"
 >>> ups = b4.host("q1", 1, q)
 >>> [(u.parent, u.root, u.delta.profile_id[:3]) for u in ups]   # b4's summary: a conjunction, its need
@@ -39,15 +40,16 @@ profiles. A forwarded message is never held back by local work.
 >>> [len(b2.collect(u.root, "b4", u.delta)) for u in ups]   # b2's summary changes in turn
 [1, 1]
 >>> msg = b"<nitf><head><title>Tide</title><meta/></head><body>long text</body></nitf>"
->>> [(f.link, f.projected.to_xml()) for f in b2.forwards("b1", msg)]
+>>> [(f.link, f.transformed.to_xml()) for f in b2.forwards("b1", msg)]
 [('b4', b'<nitf><head><title>Tide</title></head></nitf>')]
->>> b4.deliver(b"<nitf><head><title>Tide</title></head></nitf>")
+>>> [f] = b2.forwards("b1", msg)
+>>> b4.deliver(f.transformed, applied=f.effect)
 {'q1': [b'<t>Tide</t>']}
 """
 
 from __future__ import annotations
 
-import copy
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -58,7 +60,7 @@ from routing.dnf import RoutingQuery, map_profile
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
 from routing.planner import Plan
-from routing.projection import Needed, need
+from routing.incremental import Need, Needed, below, compiled, need, serves
 from routing.summary import Summary
 from routing.table import Delta, RoutingTable
 from yfilter import Engine, validate
@@ -85,18 +87,34 @@ class Up(NamedTuple):
 
 
 class Forward(NamedTuple):
-    """The message goes down ``link``: as it is (``projected`` None) or its projection."""
+    """The message goes down ``link``: as it came (``transformed`` None; it had
+    ``effect``, what it came with) or as the link's transformation made it (it had
+    ``effect``: the link's transformation query, :mod:`routing.incremental`)."""
 
     link: str
-    projected: formats.Message | None
+    transformed: formats.Message | None
+    effect: Need | None = None
 
 
-PROJECT_AT_MOST = 0.8
-"""A projection that keeps more than this share of a message's elements is not worth
-sending (it is encoded and decoded like the message, for little less on the wire): the
-link carries the message, and tries again after :data:`RETRY_AFTER` messages."""
+MEASURE_EVERY = 16
+"""A link measures what its transformation saves and costs on one message in this many
+(the first included): the bytes left out (XML text) and the CPU seconds it took."""
 
-RETRY_AFTER = 64
+
+@dataclass
+class LinkCost:
+    """What a link's transformation saved and cost, per message (moving averages over
+    the measured ones), and how many messages since the last measurement."""
+
+    saved: float = 0.0
+    seconds: float = 0.0
+    seen: int = 0
+    measured: int = 0
+
+    def worth(self, bandwidth: float, cpu_per_byte: float) -> bool:
+        """Whether the bytes saved take longer on the link and to handle downstream
+        (``bandwidth`` bits/s, ``cpu_per_byte`` seconds) than the transformation."""
+        return self.saved * (8 / bandwidth + cpu_per_byte) > self.seconds
 
 
 @dataclass
@@ -122,8 +140,12 @@ class Node:
     tables: dict[str, RoutingTable] = field(default_factory=dict)  # tree root -> table
     summaries: dict[str, Summary] = field(default_factory=dict)  # tree root -> what the parent holds
     version: int = 0  # changes made: hosted profiles and tables
-    unprojected: dict[tuple[str, str], int] = field(default_factory=dict)
-    """(root, link) -> messages still to send whole before trying a projection again."""
+    bandwidth: float = 100e6
+    """Bits per second of a link, for the cost model of transformations (:class:`LinkCost`)."""
+    cpu_per_byte: float = 60e-9
+    """CPU seconds a byte costs downstream (encoding, decoding, routing it)."""
+    costs: dict[tuple[str, str], LinkCost] = field(default_factory=dict)
+    """(root, link) -> what its transformation saves and costs."""
 
     def __post_init__(self) -> None:
         # Whether an atom matches a message does not depend on the tree asking: the
@@ -134,6 +156,7 @@ class Node:
         # Summaries are sent, never matched: their atoms live apart from the engine that routes.
         self._summary_engine = AtomEngine()
         self._messages: dict[str, int] = {}  # root -> messages this root sent down its tree
+        self._needs: dict[str, tuple[int, Needed]] = {}  # profile -> (version, its need)
 
     @property
     def local(self) -> Engine:
@@ -310,24 +333,21 @@ class Node:
         return n % self.sample_every == 1 % self.sample_every
 
     def forwards(self, root: str, message, links: list[str] | None = None, *,
-                 project: bool = True, projected: bool = False, sample: bool = False) -> list[Forward]:
+                 project: bool = True, applied: Need | None = None, sample: bool = False) -> list[Forward]:
         """What goes down each link: the routed ``links`` (default :meth:`route`; every
         child for a ``sample``, which the node's summary measures itself on, see
-        :meth:`sample`), each with the message's projection when every profile below
-        the link allows one (and ``project``), and the projection is worth it
-        (:data:`PROJECT_AT_MOST`). A message that came ``projected`` is projected again;
-        where that leaves little out, the link gets it as it came (already small), and
-        tries again with the next one.
+        :meth:`sample`), each with what the link's transformation query makes of the
+        message (:mod:`routing.incremental`; ``applied``: the transformation the message
+        had on its way here) when ``project``, the link has one, it extends what the
+        message had, and it is worth its cost (:class:`LinkCost`).
 
         >>> from routing.overlay import builtin
-        >>> n = Node("b4", builtin("figure4"))
+        >>> n = Node("b4", builtin("figure4"), bandwidth=1e4)
         >>> q = "for $t in $msg/a/t return <t>{$t/text()}</t>"
         >>> [u.parent for u in n.collect("b1", "b6", Delta("q", 1, n.query(q), need(q)))]
         ['b2', 'b2']
-        >>> [(f.link, f.projected.to_xml()) for f in n.forwards("b1", b"<a><t>x</t><b>long text</b></a>")]
+        >>> [(f.link, f.transformed.to_xml()) for f in n.forwards("b1", b"<a><t>x</t><b>long text</b></a>")]
         [('b6', b'<a><t>x</t></a>')]
-        >>> n.forwards("b1", b"<a><t>x</t></a>")   # nothing to leave out: the message itself
-        [Forward(link='b6', projected=None)]
         """
         if sample:
             summary = self.summaries.get(root)
@@ -338,47 +358,61 @@ class Node:
         elif links is None:
             links = self.route(root, message)
         table = self.tables.get(root) if project else None
-        out, element = [], None
+        out = []
         for link in links:
-            projection = table.projection(link) if table is not None else None
-            if projection is None or self._waiting(root, link):
-                out.append(Forward(link, None))
+            target = table.projection(link) if table is not None else None
+            if target is None or target == applied or not below(applied, target):
+                out.append(Forward(link, None, applied))
                 continue
-            if element is None:
-                message = _decoded(message)
-                element = message.to_element()
-            part = formats.Message.from_element(projection.cut(copy.deepcopy(element)))
-            if len(part) > PROJECT_AT_MOST * len(message):
-                if not projected:
-                    self.unprojected[(root, link)] = RETRY_AFTER
-                part = None
-            out.append(Forward(link, part))
+            cost = self.costs.setdefault((root, link), LinkCost())
+            measure = cost.seen % MEASURE_EVERY == 0
+            cost.seen += 1
+            if not measure and not cost.worth(self.bandwidth, self.cpu_per_byte):
+                out.append(Forward(link, None, applied))
+                continue
+            message = _decoded(message)
+            transformation = compiled(target, applied)
+            started = time.perf_counter()
+            part = transformation.apply(message)
+            if measure:
+                seconds = time.perf_counter() - started
+                saved = len(message.to_xml()) - len(part.to_xml())
+                cost.measured += 1
+                w = 1 / min(cost.measured, 8)
+                cost.saved += w * (saved - cost.saved)
+                cost.seconds += w * (seconds - cost.seconds)
+                if not cost.worth(self.bandwidth, self.cpu_per_byte):
+                    out.append(Forward(link, None, applied))
+                    continue
+            out.append(Forward(link, part, target))
         return out
 
-    def _waiting(self, root: str, link: str) -> bool:
-        left = self.unprojected.get((root, link))
-        if not left:
-            return False
-        self.unprojected[(root, link)] = left - 1
-        return True
-
-    def deliver(self, message, xml: bytes | None = None, *, projected: bool = False) -> dict[str, list[bytes]]:
+    def deliver(self, message, xml: bytes | None = None, *, applied: Need | None = None) -> dict[str, list[bytes]]:
         """The results of the local profiles (see :meth:`yfilter.Engine.run`; ``xml``:
-        the message as published, what a filter delivers). A ``projected`` message
-        delivers no filter results: a filter's subscriber gets the whole message, which
-        is not here (a filter registered below a projecting link before the link heard
-        of it; the next messages come whole)."""
-        results = self.local.run(message, xml=xml)
-        if projected and results:
-            results = {pid: r for pid, r in results.items() if is_flwr(self.profiles[pid].text)}
-        return results
+        the message as published, what a filter delivers). On a message that had a
+        transformation (``applied``), only the profiles it serves give results (their
+        remainders: the binding steps it ran are not run again); a profile it does not
+        serve (a filter, or one registered below the link before the link heard of it)
+        gives none from this message."""
+        if applied is None:
+            return self.local.run(message, xml=xml)
+        done = (applied.binding, applied.steps) if applied.steps else None
+        results = self.local.run(message, xml=xml, done=done)
+        return {pid: r for pid, r in results.items() if serves(applied, self._need(pid))}
+
+    def _need(self, pid: str) -> Needed:
+        p = self.profiles[pid]
+        held = self._needs.get(pid)
+        if held is None or held[0] != p.version:
+            held = self._needs[pid] = (p.version, need(p.text, self.namespaces))
+        return held[1]
 
     def process(self, root: str, message, xml: bytes | None = None, *,
-                projected: bool = False) -> Iterator[Forward | tuple[str, list[bytes]]]:
+                applied: Need | None = None) -> Iterator[Forward | tuple[str, list[bytes]]]:
         """The whole data plane for one message, in priority order: every
         :class:`Forward`, then ``(profile id, results)`` of each local profile matched."""
-        yield from self.forwards(root, message, projected=projected)
-        yield from self.deliver(message, xml, projected=projected).items()
+        yield from self.forwards(root, message, applied=applied)
+        yield from self.deliver(message, xml, applied=applied).items()
 
 
 def _decoded(message) -> formats.Message:

@@ -11,14 +11,14 @@ delivery: a generalized entry costs a link send at most, never a wrong delivery)
 A :class:`Summary` is that query for one broadcast tree. It counts every conjunction
 below the broker (:meth:`Summary.add` / :meth:`Summary.remove`, one reference per
 profile or child entry that has it) and what the profiles below read of a message
-(their merged :func:`~routing.projection.need`, which makes the parent's link carry a
-projection, ONYX 4.2.2). What the parent holds changes by :class:`~routing.table.Delta` s
+(their merged :func:`~routing.incremental.need`: the transformation query the parent's
+link runs, ONYX 4.2.2 — the paper's "new transformation query for its parent"). What the parent holds changes by :class:`~routing.table.Delta` s
 of two kinds of pseudo-profile, each versioned by the summary's own counter so that a
 replayed or reordered delta cannot undo a newer one:
 
 * ``~c:<digest>``: one conjunction of the summary (``query`` = that conjunction, or
   ``None`` once it is gone), read by the parent like any profile's query;
-* ``~need``: no conjunction, and the merged need of everything below.
+* ``~need``: no conjunction, and the merged need (transformation query) of everything below.
 
 With a :class:`~routing.budget.Budget` the summary is a
 :class:`~routing.generalize.GeneralizedView` of the conjunctions below, filed in groups
@@ -55,7 +55,7 @@ from routing.dnf import Conjunction, RoutingQuery
 from routing.generalize import GeneralizedView
 from routing.matcher import AtomEngine, LinkMatcher, anchor
 from routing.planner import Plan
-from routing.projection import WHOLE, LinkPlan, Need, Needed
+from routing.incremental import NOTHING, WHOLE, LinkPlan, Needed
 from routing.table import Delta
 
 NEED_ID = "~need"
@@ -73,9 +73,6 @@ def group(conj: Conjunction) -> str:
         return ""
     skeleton = A.skeleton(anchor(conj))
     return A.shorten(skeleton) or skeleton
-
-NOTHING: Needed = Need(frozenset())
-"""The need of a conjunction's pseudo-profile: nothing (the ``~need`` one says it)."""
 
 
 def conjunction_id(conj: Conjunction) -> str:
@@ -222,7 +219,7 @@ class Summary:
             elif not present and conj in self.sent:
                 self.sent.discard(conj)
                 out.append(Delta(conjunction_id(conj), self._next(), None))
-        need = WHOLE if self.needs.whole else Need(frozenset(self.needs.keeps))
+        need = self.needs.need()
         if need != self._need_sent and not (self._need_sent is None and need == NOTHING):
             self._need_sent = need
             out.append(Delta(NEED_ID, self._next(), frozenset(), need))

@@ -8,12 +8,12 @@ and whose targets — through a counting step over conjunctions — are the link
 
 Changes travel as :class:`Delta` s: "P, at version v, contributes query Q" (``Q is
 None``: P is gone), with what P reads of a message (its
-:func:`~routing.projection.need`). What a child sends is its *summary*
+:func:`~routing.incremental.need`). What a child sends is its *summary*
 (:mod:`routing.summary`, ``Aggregate()``): P is one of the summary's pseudo-profiles — a
 conjunction, or the merged need of everything below the child. The needs below a link
-make the link's transformation plan (:meth:`RoutingTable.projection`, ONYX 4.2.2):
-while every profile below reads only parts of a message, the link can carry the
-projection. A table applies a delta only if its version is newer than what it holds
+make the link's transformation query (:meth:`RoutingTable.projection`, ONYX 4.2.2):
+while no profile below needs the whole message, the link can carry what the query
+makes of it (:mod:`routing.incremental`). A table applies a delta only if its version is newer than what it holds
 for that P on that link, so replays and reordering cannot corrupt it. Deleting the
 last conjunction below a link removes the link's entry.
 
@@ -35,14 +35,14 @@ from dataclasses import dataclass
 
 from routing.dnf import RoutingQuery
 from routing.matcher import AtomEngine, LinkMatcher
-from routing.projection import WHOLE, LinkPlan, Needed, Projection, need_from_json, need_to_json
+from routing.incremental import WHOLE, LinkPlan, Need, Needed, need_from_json, need_to_json
 
 
 @dataclass(frozen=True)
 class Delta:
     """One profile's routing query at a version (``query=None`` means deleted) and
-    what the profile reads of a message (:data:`~routing.projection.WHOLE` unless it
-    is a transformation profile)."""
+    what the profile lets a link above it do to a message (its
+    :func:`~routing.incremental.need`; :data:`~routing.incremental.WHOLE` for a filter)."""
 
     profile_id: str
     version: int
@@ -107,23 +107,21 @@ class RoutingTable:
             plan.remove(old.need)
             for conj in old.query:
                 self._exact.discard(link, conj)
-        if not plan.whole and not plan.keeps:
+        if plan.empty():
             del self._plans[link]
         return True
 
-    def projection(self, link: str) -> Projection | None:
-        """What ``link`` may carry instead of the whole message: the projection on what
-        every profile below it reads, or ``None`` (one of them needs the whole message,
-        or there is none).
+    def projection(self, link: str) -> Need | None:
+        """The transformation query of ``link`` (:mod:`routing.incremental`), or
+        ``None`` (a profile below it needs the whole message, or there is none).
 
         >>> from routing.dnf import map_profile
-        >>> from routing.projection import need
+        >>> from routing.incremental import need, render
         >>> t, q = RoutingTable("b1"), "for $n in $msg/nitf/head return <t>{$n/title}</t>"
         >>> t.apply("b2", Delta("q1", 1, map_profile(q), need(q)))
         True
-        >>> print(t.projection("b2"))
-        /nitf/head
-        /nitf/head/title (subtree)
+        >>> sorted(render(k) for k in t.projection("b2").keeps)
+        ['/nitf/head', '/nitf/head/title (subtree)']
         >>> t.apply("b2", Delta("f1", 1, map_profile("/nitf"))), t.projection("b2")
         (True, None)
         """

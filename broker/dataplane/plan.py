@@ -7,9 +7,11 @@ profile at a time, so a change costs what it changes, not a recompile). A messag
 record goes through three steps: :meth:`Plan.receive` validates the source (or parses
 the packet header) and decodes by format; :meth:`Plan.route` forwards the message down
 the links of its tree whose routing queries it matches — re-encoded in the link's
-format, or projected on what the profiles below the link read, when they all read
-only parts of it and that leaves enough out (:meth:`routing.node.Node.forwards`; the
-packet, in the link's format too, then says ``onyx-transform: projected``);
+format, or as the link's transformation query makes it (incremental transformation,
+:mod:`routing.incremental`: bindings the queries below cannot match dropped, the rest
+projected on what they read, their shared first steps run) where that is worth its
+cost (:meth:`routing.node.Node.forwards`; the packet then says in ``onyx-transform``
+which transformation the message has had);
 :meth:`Plan.deliver` runs the profiles hosted here (a delivery to one of the overlay's
 own topics becomes a dead letter: it would loop).
 What happens to a message is the node's; this module is its Kafka side.
@@ -47,6 +49,7 @@ from formats.dictionary import Dictionary, DictionaryStore
 from formats.errors import FormatError
 from formats.header import PacketHeader
 from routing.budget import Budget
+from routing.incremental import Need, from_header, to_header
 from routing.node import Forward
 from yfilter.errors import MessageError
 from yfilter.flwr import is_flwr
@@ -97,6 +100,8 @@ class Inbound(NamedTuple):
     header: PacketHeader
     payload: bytes
     record: tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]  # topic, key, value, headers
+    applied: Need | None = None
+    """The transformation the message had on its way (its ``onyx-transform``)."""
 
 
 class Plan:
@@ -194,10 +199,14 @@ class Plan:
                                   f"{settings.limits.max_bytes} bytes")
             if settings.mode == "floor":
                 return Inbound(None, header, payload, record), []
+            try:
+                applied = from_header(header.transform)
+            except ValueError as exc:
+                raise FormatError(str(exc)) from None
             msg = header.decode(payload, self.dictionaries)
             if max(msg.depths, default=0) > settings.limits.max_depth:
                 raise FormatError(f"message nesting exceeds this broker's limit of {settings.limits.max_depth}")
-            return Inbound(msg, header, payload, record), []
+            return Inbound(msg, header, payload, record, applied), []
         except (FormatError, MessageError) as exc:
             return None, [dead_letter(str(exc), *record)]
         except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
@@ -218,10 +227,9 @@ class Plan:
         message to every child of the tree in the baselines."""
         root = inbound.header.root_broker
         if self.settings.mode != "route":
-            return [Forward(link, None) for link in self.node.children(root)]
+            return [Forward(link, None, inbound.applied) for link in self.node.children(root)]
         return self.node.forwards(root, inbound.message, project=self.settings.projection,
-                                  projected=inbound.header.transform is not None,
-                                  sample=inbound.header.sample is not None)
+                                  applied=inbound.applied, sample=inbound.header.sample is not None)
 
     def route(self, inbound: Inbound) -> list[Row]:
         """The rows that forward a message down the links of its tree that want it."""
@@ -232,9 +240,9 @@ class Plan:
                 return self._generalize(header.root_broker)
             key, whole = header.message_id.encode(), None
             rows = self._generalize(header.root_broker)
-            for link, projected in forwards:
-                if projected is not None:  # in the link's format, and the packet says so
-                    blob, out = self._encoded(header, projected, "projected")
+            for link, transformed, effect in forwards:
+                if transformed is not None:  # in the link's format, and the packet says what it had
+                    blob, out = self._encoded(header, transformed, to_header(effect))
                     rows.append((topics.broker_topic(link), key, blob, out))
                     continue
                 if whole is None:
@@ -318,7 +326,7 @@ class Plan:
             # A filter delivers the message itself: as published, when it came as text.
             xml = inbound.payload if header.format == "text" and header.transform is None else None
             try:
-                results = self.node.deliver(inbound.message, xml, projected=header.transform is not None)
+                results = self.node.deliver(inbound.message, xml, applied=inbound.applied)
             except MessageError as exc:
                 return [dead_letter(str(exc), *inbound.record)]
             except Exception as exc:  # a bug must not stop the broker: the message is kept, with why
