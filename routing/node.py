@@ -384,6 +384,13 @@ class Node:
                 if not cost.worth(self.bandwidth, self.cpu_per_byte):
                     out.append(Forward(link, None, applied))
                     continue
+            if not part.tags:
+                # No element left: no binding passes the link's where (or the message has
+                # none), so no profile below can give a result. A sample still goes (whole:
+                # the summaries below measure themselves on it); a routed message does not.
+                if sample:
+                    out.append(Forward(link, None, applied))
+                continue
             out.append(Forward(link, part, target))
         return out
 
