@@ -374,6 +374,13 @@ class Node:
             transformation = compiled(target, applied)
             started = time.perf_counter()
             part = transformation.apply(message)
+            if not part.tags:
+                # No element left: no binding passes the link's where (or the message has
+                # none), so no profile below can give a result. A sample still goes (whole:
+                # the summaries below measure themselves on it); a routed message does not.
+                if sample:
+                    out.append(Forward(link, None, applied))
+                continue
             if measure:
                 seconds = time.perf_counter() - started
                 saved = len(message.to_xml()) - len(part.to_xml())
@@ -384,13 +391,6 @@ class Node:
                 if not cost.worth(self.bandwidth, self.cpu_per_byte):
                     out.append(Forward(link, None, applied))
                     continue
-            if not part.tags:
-                # No element left: no binding passes the link's where (or the message has
-                # none), so no profile below can give a result. A sample still goes (whole:
-                # the summaries below measure themselves on it); a routed message does not.
-                if sample:
-                    out.append(Forward(link, None, applied))
-                continue
             out.append(Forward(link, part, target))
         return out
 
