@@ -246,6 +246,16 @@ transformation query makes of it (ONYX_BROKER_PROJECTION: on, or off): bindings 
 profile below can match dropped, the rest projected, shared first steps run (ONYX 4.2.2),
 see :mod:`routing.incremental`."""
 
+LINK_BANDWIDTH = float(os.environ.get("ONYX_LINK_BANDWIDTH", "100e6"))
+"""Bits per second of a link between brokers, as the cost model of incremental
+transformation sees it (ONYX_LINK_BANDWIDTH; :class:`routing.node.LinkCost`): a link runs
+its transformation query on a message only when the bytes it leaves out take longer on the
+link (8 / bandwidth s each) and downstream (60 ns each, ``Node.cpu_per_byte``) than the
+transformation takes. The default, 100 Mbit/s, is a wide-area link's share (the paper's
+PlanetLab links were slower): a byte costs 80 ns on it, and ``bench/transform.py`` measured
+6 ns of transformation per byte left out on the batched news workload (0.23 ms more in
+``forwards`` for 38.5 KB less on the links a message), so links transform; at 10 Gbit/s (0.8 ns a byte, a rack's links) they do only where that pays."""
+
 BROKER_TABLE_BUDGET = os.environ.get("ONYX_TABLE_BUDGET", "atoms=4000,states=12000,predicates=2000") or None
 """How big each routing table of the overlay may be (ONYX_TABLE_BUDGET), as
 ``atoms=N,states=N,predicates=N`` (any of them; empty: exact tables). Each broker

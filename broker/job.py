@@ -95,6 +95,7 @@ class BrokerSettings:
     budget: Budget | None = field(
         default_factory=lambda: Budget.parse(config.BROKER_TABLE_BUDGET) if config.BROKER_TABLE_BUDGET else None)
     projection: bool = config.BROKER_PROJECTION
+    bandwidth: float = config.LINK_BANDWIDTH  # bits/s of a link, for incremental transformation's cost model
     # The Kafka user of these brokers (None: the process's, ONYX_KAFKA_USERNAME's). Every client of
     # the job is one for all of its brokers (the Kafka source, the executors' producer, the
     # state-log reader), so it is one user: a broker's own when the job runs one broker (as the
@@ -105,7 +106,8 @@ class BrokerSettings:
         """The guard (the overlay's first broker) dead-letters messages of unknown sources;
         a broker's routing-table budget is its own in the overlay config, else ``budget``."""
         return PlanSettings(self.link_format, broker == self.overlay.brokers[0], self.limits, self.mode,
-                            self.overlay.budget(broker) or self.budget, self.projection)
+                            self.overlay.budget(broker) or self.budget, self.projection,
+                            bandwidth=self.bandwidth)
 
 
 COUNTERS = ("messages", "forwarded", "delivered", "dead_letters", "control_packets", "control_sent",

@@ -376,14 +376,21 @@ class Node:
             part = transformation.apply(message)
             if measure:
                 seconds = time.perf_counter() - started
-                saved = len(message.to_xml()) - len(part.to_xml())
+                saved = len(message.to_xml()) - (len(part.to_xml()) if part.tags else 0)
                 cost.measured += 1
                 w = 1 / min(cost.measured, 8)
                 cost.saved += w * (saved - cost.saved)
                 cost.seconds += w * (seconds - cost.seconds)
-                if not cost.worth(self.bandwidth, self.cpu_per_byte):
+                if part.tags and not cost.worth(self.bandwidth, self.cpu_per_byte):
                     out.append(Forward(link, None, applied))
                     continue
+            if not part.tags:
+                # No element left: no binding passes the link's where (or the message has
+                # none), so no profile below can give a result. A sample still goes (whole:
+                # the summaries below measure themselves on it); a routed message does not.
+                if sample:
+                    out.append(Forward(link, None, applied))
+                continue
             out.append(Forward(link, part, target))
         return out
 

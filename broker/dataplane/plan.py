@@ -73,7 +73,9 @@ class PlanSettings:
     """How a broker's plan runs: the wire format towards child brokers, whether it is
     the guard (dead-letters messages of unknown sources), its limits, its mode, the
     budget of its routing tables (``None``: exact tables), whether links may carry
-    projections, and the most bytes of the ``onyx-profiles`` header of a delivery record."""
+    projections, the most bytes of the ``onyx-profiles`` header of a delivery record, and
+    the bandwidth of its links in bits/s (what a link's transformation is worth, see
+    :class:`routing.node.LinkCost`; ONYX_LINK_BANDWIDTH)."""
 
     link_format: str = "stream"
     guard: bool = False
@@ -82,6 +84,7 @@ class PlanSettings:
     budget: Budget | None = None
     projection: bool = True
     profiles_header_bytes: int = config.DELIVERY_PROFILES_HEADER_BYTES
+    bandwidth: float = config.LINK_BANDWIDTH
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -90,6 +93,8 @@ class PlanSettings:
         if self.profiles_header_bytes < 1:
             raise ValueError(f"profiles_header_bytes must be positive, not {self.profiles_header_bytes} "
                              "(ONYX_DELIVERY_PROFILES_HEADER_BYTES)")
+        if not self.bandwidth > 0:
+            raise ValueError(f"bandwidth must be positive bits/s, not {self.bandwidth} (ONYX_LINK_BANDWIDTH)")
 
 
 class Inbound(NamedTuple):
@@ -110,6 +115,7 @@ class Plan:
     def __init__(self, state: BrokerState, settings: PlanSettings = PlanSettings()) -> None:
         self.state = state
         self.node = state.node
+        self.node.bandwidth = settings.bandwidth
         self.settings = settings
         self._refusals: dict[str, str | None] = {}  # delivery topic -> why it is refused
         self._planning: dict[str, Future] = {}  # tree root -> a plan for its summary, being made

@@ -62,6 +62,7 @@ class OverlaySettings:
     tasks: int = config.BROKER_TASKS
     budget: Budget | None = None  # routing-table budget of every broker (None: config.BROKER_TABLE_BUDGET)
     projection: bool = config.BROKER_PROJECTION
+    bandwidth: float = config.LINK_BANDWIDTH  # bits/s of a link (incremental transformation's cost model)
     archive: bool = False  # run the archive writer beside the brokers (`onyx up`: config.ARCHIVE)
     kafka_nodes: int = 1  # nodes of the overlay's own Kafka (3: replication factor 3, min.insync.replicas 2)
     applications: bool = False  # every broker a Spark application of its own on a local standalone cluster
@@ -200,11 +201,12 @@ class LocalOverlay:
     def _start_applications(self, progress) -> None:
         """A Spark standalone cluster, and every broker submitted to it as an application."""
         s = self.settings
-        if s.mode != "route" or s.budget is not None or s.projection != config.BROKER_PROJECTION or s.limits != Limits():
+        if s.mode != "route" or s.budget is not None or s.projection != config.BROKER_PROJECTION or s.limits != Limits() \
+                or s.bandwidth != config.LINK_BANDWIDTH:
             # broker/job.py takes these from broker.config (the environment), as in Kubernetes.
             raise SetupError("per-broker applications run with the defaults of broker/config.py: set mode, table "
-                             "budget, projection and limits through the environment (ONYX_TABLE_BUDGET, "
-                             "ONYX_BROKER_PROJECTION), not OverlaySettings")
+                             "budget, projection, limits and link bandwidth through the environment "
+                             "(ONYX_TABLE_BUDGET, ONYX_BROKER_PROJECTION, ONYX_LINK_BANDWIDTH), not OverlaySettings")
         progress(f"starting Spark standalone (a master, {config.DIST_SPARK_WORKERS} workers)")
         self.standalone = SparkStandalone("cluster", run_dir=self.dir).start()
         progress(f"submitting brokers {', '.join(self.overlay.brokers)} as one Spark application each")
@@ -226,7 +228,7 @@ class LocalOverlay:
             self.overlay.brokers, copy.deepcopy(self.overlay), self.bootstrap_servers, self.dir / "brokers",
             self.settings.link_format, self.settings.trigger, self.settings.limits,
             mode=self.settings.mode, tasks=self.settings.tasks, projection=self.settings.projection,
-            credentials=self._user(kafka_users.broker_user(self.overlay.brokers)),
+            bandwidth=self.settings.bandwidth, credentials=self._user(kafka_users.broker_user(self.overlay.brokers)),
             **({"budget": self.settings.budget} if self.settings.budget is not None else {})))
         self.job.start()
 
