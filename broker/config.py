@@ -241,9 +241,10 @@ producer's batches shrink to a fraction. zstd, because every Kafka client since 
 (lz4 would need one more)."""
 
 BROKER_PROJECTION = os.environ.get("ONYX_BROKER_PROJECTION", "on") != "off"
-"""Whether a link below which every profile reads only parts of a message carries the
-message's projection instead of the message (ONYX_BROKER_PROJECTION: on, or off), see
-:mod:`routing.incremental`."""
+"""Whether a link below which no profile needs the whole message carries what the link's
+transformation query makes of it (ONYX_BROKER_PROJECTION: on, or off): bindings no
+profile below can match dropped, the rest projected, shared first steps run (ONYX 4.2.2),
+see :mod:`routing.incremental`."""
 
 BROKER_TABLE_BUDGET = os.environ.get("ONYX_TABLE_BUDGET", "atoms=4000,states=12000,predicates=2000") or None
 """How big each routing table of the overlay may be (ONYX_TABLE_BUDGET), as

@@ -231,7 +231,7 @@ def reset(overlay: Overlay, settings: OverlaySettings, say: Say, yes: bool,
 
 def status_table(status: dict) -> str:
     """The per-broker table ``onyx status`` prints: ``projected`` counts messages sent
-    down a link transformed (:mod:`routing.incremental`), ``false+`` messages the
+    down a link transformed (incremental transformation, :mod:`routing.incremental`), ``false+`` messages the
     parent's table sent here that matched nothing here or below (its false positives,
     the price of generalized summaries); ``links`` and ``atoms`` are the size of the
     broker's routing tables, ``sent`` the atoms of the summaries it sends its parents

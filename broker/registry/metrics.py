@@ -34,7 +34,7 @@ COUNTERS = (
     ("forwarded", "onyx_messages_forwarded", "messages a broker sent down a link"),
     ("delivered", "onyx_messages_delivered", "deliveries a broker wrote to delivery topics"),
     ("dead_letters", "onyx_dead_letters", "records a broker wrote to onyx.dead-letter"),
-    ("projected", "onyx_messages_projected", "messages sent down a link as a projection"),
+    ("projected", "onyx_messages_projected", "messages sent down a link transformed (ONYX 4.2.2 incremental transformation)"),
     ("bytes_written", "onyx_bytes_written", "bytes a broker wrote to Kafka"),
     ("control_packets", "onyx_control_packets", "control packets a broker applied"),
 )
