@@ -134,7 +134,10 @@ def clause_keeps(q: Flwr, binding: Skeleton) -> set[Keep]:
     out: set[Keep] = set()
     if q.where is not None:
         _expr(q.where, binding, out)
-    _constructor(q.ret, binding, out)
+    if isinstance(q.ret, Proj):  # a top-level copy: read as a subtree, like an enclosed one
+        _projection(q.ret, binding, out)
+    else:
+        _constructor(q.ret, binding, out)
     return out
 
 

@@ -334,12 +334,29 @@ class Engine:
         whose for/where has a binding. Raises :class:`MessageError`."""
         return self.evaluate(message, session).ids()
 
-    def run(self, message: MessageLike, session: Session | None = None, xml: bytes | None = None
-            ) -> dict[str, list[bytes]]:
+    def run(self, message: MessageLike, session: Session | None = None, xml: bytes | None = None,
+            *, done: tuple[str, tuple[str, ...]] | None = None) -> dict[str, list[bytes]]:
         """Results per matching profile id: for a filter, the message itself (as XML
         text: ``xml`` when the caller has it, e.g. the bytes a decoded message was read
         from, else serialized once); for a transformation profile, one document per
-        binding of its for variable that satisfies where, in document order."""
+        binding of its for variable that satisfies where, in document order.
+
+        ``done`` is ``None`` or ``(binding, keys)``: the elements the for path whose
+        text is ``binding`` (``str(flwr.path)``) selects in ``message`` already hold the
+        result of the transformation steps with these keys (a host upstream applied
+        them). A profile with that for path whose return is a top-level copy
+        (``copy $c := $n modify (...) return $c``) and whose steps' keys
+        (:func:`yfilter.flwr.binding_steps`) start with ``keys`` then applies only the
+        rest of its steps to each binding; every other profile runs as usual.
+
+        >>> e = Engine()
+        >>> e.add("q", 'for $n in $msg/r/a return copy $c := $n '
+        ...            'modify (delete node $c/b, rename node $c/d as "e") return $c')
+        >>> e.run(b"<r><a><b/><d/></a></r>")["q"]
+        [b'<a><e/></a>']
+        >>> e.run(b"<r><a><d/></a></r>", done=("/r/a", ("delete node ./b",)))["q"]
+        [b'<a><e/></a>']
+        """
         matched = self.match(message, session)
         if not matched:
             return {}
@@ -349,7 +366,11 @@ class Engine:
             if t is not None:
                 if session is None:  # only once a transformation matched: navigation needs one
                     session = self.start(message)
-                out[pid] = t.results(session)
+                if done is not None and t.keys and t.binding == done[0] \
+                        and t.keys[:len(done[1])] == tuple(done[1]):
+                    out[pid] = t.results(session, len(done[1]))
+                else:
+                    out[pid] = t.results(session)
                 continue
             if xml is None:
                 xml = _xml(message)

@@ -53,13 +53,14 @@ from typing import Union
 from yfilter import ast
 from yfilter.errors import ProfileError
 from yfilter.parser import _NCNAME, _TOKEN, MAX_NESTING, _Parser, _Tok, check_unicode
-from yfilter.steps import Step, make_step
+from yfilter.steps import Delete, RenameNode, ReplaceValue, Step, Update, independent, make_step
 
 _FOR = re.compile(r"[ \t\r\n]*for[ \t\r\n]*\$")  # XQuery's whitespace only, as _WS
 _NAME = re.compile(_NCNAME)
 _WS = " \t\r\n"
 _ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 _CLAUSES = {"let", "order", "stable", "group", "count", "window", "some", "every"}
+_COPY = re.compile(r"copy[ \t\r\n]*\$")
 
 
 def is_flwr(text: str) -> bool:
@@ -88,6 +89,9 @@ class Projection:
     def __str__(self) -> str:
         rel = str(self.path)
         body = "" if rel == "." else rel[1:] if rel.startswith(".//") else "/" + rel
+        if self.steps and all(isinstance(s, Update) for s in self.steps):
+            updates = ", ".join(s.text("$c") for s in self.steps)
+            return f"copy $c := {self.var}{body} modify ({updates}) return $c"
         return self.var + body + "".join(f" => {s.key}" for s in self.steps)
 
 
@@ -123,7 +127,10 @@ class Flwr:
     var: str
     path: ast.Path
     where: ast.Expr | None
-    ret: Constructor
+    ret: Constructor | Projection
+    """The return clause: an element constructor, or a ``copy`` of the binding itself
+    (a :class:`Projection` of ``var`` with no path, its steps the modify clause's
+    updates)."""
     span: tuple[int, int] = field(default=(0, 0), compare=False)
     """Where the for path is in the profile's text (``text[start:end]``, trailing
     blanks included), for rewriting a profile around its binding."""
@@ -135,6 +142,22 @@ class Flwr:
             return self.path
         *init, last = self.path.steps
         return ast.Path((*init, ast.Step(last.axis, last.test, (*last.preds, self.where))))
+
+
+def binding_steps(flwr: Flwr) -> tuple[Step, ...]:
+    """The steps a transformation profile applies to each binding as a whole: the
+    updates of a top-level ``copy $c := $n modify (...) return $c``; none for a
+    constructor return. A host that applied a prefix of them upstream can have the
+    engine skip it (:meth:`yfilter.Engine.run`, ``done=``).
+
+    >>> q = parse_flwr('for $n in $msg/nitf return copy $c := $n '
+    ...                'modify (delete node $c//media, rename node $c/body as "text") return $c')
+    >>> [s.key for s in binding_steps(q)]
+    ['delete node .//media', 'rename node ./body as "text"']
+    >>> binding_steps(parse_flwr("for $n in $msg/nitf return <r>{$n/body}</r>"))
+    ()
+    """
+    return flwr.ret.steps if isinstance(flwr.ret, Projection) else ()
 
 
 # -- parsing -----------------------------------------------------------------------
@@ -187,6 +210,11 @@ def _lex(text: str, pos: int, stop_word: str | None = None,
         if ch in "\"'":
             tok, pos = _string(text, pos)
             out.append(tok)
+            continue
+        if (text.startswith(":=", pos) and len(out) >= 2 and out[-1].kind == "var"
+                and out[-2].kind == "name" and out[-2].text == "copy"):
+            out.append(_Tok("op", ":=", pos + 1))
+            pos += 2
             continue
         m = _TOKEN.match(text, pos)
         if m is None:
@@ -389,6 +417,8 @@ class _ClauseParser(_Parser):
 
     def projection(self) -> Projection:
         t = self.tok
+        if t.kind == "name" and t.text == "copy" and self.peek().kind == "var":
+            return self.copy_expr(top=False)
         if t.kind != "var":
             if t.kind == "op" and t.text in ("/", "//"):
                 raise ProfileError("absolute paths are not allowed inside return; start "
@@ -406,6 +436,140 @@ class _ClauseParser(_Parser):
             raise ProfileError("transformation steps apply to elements, not to "
                                f"'{path.tail}'", t.col)
         return Projection(self.var, path, tuple(steps))
+
+    # -- copy $c := ... modify (...) return $c ------------------------------------------
+    def keyword(self, word: str, what: str) -> _Tok:
+        t = self.tok
+        if not (t.kind == "name" and t.text == word):
+            raise ProfileError(f"expected {what}, found {t.describe()}", t.col)
+        self.i += 1
+        return t
+
+    def copy_expr(self, top: bool) -> Projection:
+        """``copy $c := $n[/path] modify U return $c``, the ``copy`` word current. At the
+        top of return (``top``) the copied node is the binding itself."""
+        self.i += 1
+        v = self.tok
+        if v.text in ("$", "$msg") or v.text == self.var:
+            raise ProfileError(f"the copy needs a variable of its own, not {v.text!r}", v.col)
+        cv = v.text
+        self.i += 1
+        self.expect(":=", "':=' after the copy variable")
+        s = self.tok
+        if s.kind != "var":
+            raise ProfileError(f"copy takes a path starting at {self.var}, found "
+                               f"{s.describe()}", s.col)
+        path = self.var_path()
+        if path.tail is not None:
+            raise ProfileError(f"copy copies elements, not '{path.tail}'", s.col)
+        if top and path.steps:
+            raise ProfileError(f"at the top of return, copy takes the binding {self.var} "
+                               "itself (XQuery copies one node); copy a path inside a "
+                               f"constructor: <r>{{copy $c := {self.var}/... modify ... "
+                               "return $c}</r>", s.col)
+        self.keyword("modify", "'modify' after the copied path")
+        updates: list[tuple[Update, int]] = []
+        if self.take("("):
+            updates.append(self.update(cv))
+            while self.take(","):
+                updates.append(self.update(cv))
+            self.expect(")", "',' or ')' in the modify list")
+        else:
+            updates.append(self.update(cv))
+        self.keyword("return", "'return' after the modify clause")
+        r = self.tok
+        if r.kind != "var" or r.text != cv:
+            raise ProfileError(f"copy ... modify ... returns the copy: write 'return {cv}', "
+                               f"found {r.describe()}", r.col)
+        self.i += 1
+        if self.at("/") or self.at("//") or self.at("[") or self.at("="):
+            raise ProfileError(f"the copy is returned whole: write 'return {cv}' alone",
+                               self.tok.col)
+        for j, (later, col) in enumerate(updates):
+            for earlier, _ in updates[:j]:
+                if not independent(earlier, later.target):
+                    raise ProfileError(
+                        f"'{later.text(cv)}' could select or read other nodes after "
+                        f"'{earlier.text(cv)}' (Onyx applies the updates in order, XQuery "
+                        "Update at once: put this update first, or use a separate copy)", col)
+        return Projection(self.var, path, tuple(u for u, _ in updates))
+
+    def update(self, cv: str) -> tuple[Update, int]:
+        """One update of the modify clause and the column it starts at."""
+        t = self.tok
+        word = t.text if t.kind == "name" else None
+        if word == "delete":
+            self.i += 1
+            n = self.tok
+            if not (n.kind == "name" and n.text in ("node", "nodes")):
+                raise ProfileError(f"expected 'node' or 'nodes' after delete, found "
+                                   f"{n.describe()}", n.col)
+            self.i += 1
+            target, col = self.target(cv)
+            if not target.steps and target.tail is None:
+                raise ProfileError(f"deleting the copy {cv} itself does nothing (it has no "
+                                   "parent); delete nodes inside it", col)
+            return Delete(target), t.col
+        if word == "rename":
+            self.i += 1
+            self.keyword("node", "'node' after rename")
+            target, _ = self.target(cv)
+            self.keyword("as", "'as' and the new name")
+            name = self.literal("the new name")
+            if not _NAME.fullmatch(name[0]):
+                raise ProfileError(f"the new name must be an unprefixed name, not "
+                                   f"{name[0]!r}", name[1])
+            return RenameNode(target, name[0]), t.col
+        if word == "replace":
+            self.i += 1
+            if self.tok.kind == "name" and self.tok.text == "node":
+                raise ProfileError("'replace node' is not supported (only 'replace value "
+                                   "of node')", self.tok.col)
+            self.keyword("value", "'value of node' after replace")
+            self.keyword("of", "'of node' after replace value")
+            self.keyword("node", "'node' after replace value of")
+            target, _ = self.target(cv)
+            self.keyword("with", "'with' and the new value")
+            value = self.literal("the new value")
+            for k, ch in enumerate(value[0]):
+                if not _xml_char(ord(ch)):
+                    raise ProfileError(f"character {ch!r} is not allowed in XML", value[1] + k)
+            return ReplaceValue(target, value[0]), t.col
+        if word in ("insert", "copy", "transform"):
+            raise ProfileError(f"'{word}' is not supported in a modify clause (delete, rename "
+                               "and replace value of)", t.col)
+        raise ProfileError(f"expected an update (delete node, rename node, replace value of "
+                           f"node), found {t.describe()}", t.col)
+
+    def literal(self, what: str) -> tuple[str, int]:
+        t = self.tok
+        if t.kind != "str":
+            raise ProfileError(f"{what} must be a string literal, found {t.describe()}", t.col)
+        self.i += 1
+        return t.text[1:-1], t.col + 1
+
+    def target(self, cv: str) -> tuple[ast.RelPath, int]:
+        """A path from the copy variable: elements, or attributes with ``/@a``."""
+        t = self.tok
+        if t.kind != "var":
+            if t.kind == "op" and t.text in ("/", "//"):
+                raise ProfileError(f"absolute paths are not allowed here; start the path at "
+                                   f"{cv}", t.col)
+            raise ProfileError(f"expected a path starting at {cv}, found {t.describe()}",
+                               t.col)
+        if t.text != cv:
+            raise ProfileError(f"an update changes the copy: start the path at {cv}, not "
+                               f"{t.text}", t.col)
+        self.i += 1
+        if self.at("["):
+            raise ProfileError(f"predicates on {cv} itself are not supported", self.tok.col)
+        if not (self.at("/") or self.at("//")):
+            return ast.RelPath((), None), t.col
+        steps, tail = self.steps_and_tail(absolute=False)
+        if isinstance(tail, ast.TextTail):
+            raise ProfileError("text() targets are not supported (elements and attributes)",
+                               t.col)
+        return ast.RelPath(tuple(steps), tail), t.col
 
     def step_call(self, arrow_col: int) -> Step:
         t = self.tok
@@ -436,11 +600,19 @@ class _ReturnParser:
     def __init__(self, text: str, pos: int, namespaces: dict[str, str], var: str) -> None:
         self.text, self.pos, self.ns, self.var = text, pos, namespaces, var
 
-    def parse(self) -> Constructor:
+    def parse(self) -> Constructor | Projection:
         self.skip_ws()
         if self.pos >= len(self.text):
             raise ProfileError("expected an element constructor after 'return', found end "
                                "of profile", self.pos + 1)
+        if _COPY.match(self.text, self.pos):
+            tokens, _ = _lex(self.text, self.pos)
+            p = _ClauseParser(tokens, self.ns, self.var)
+            proj = p.copy_expr(top=True)
+            if p.tok.kind != "eof":
+                raise ProfileError(f"unexpected {p.tok.describe()} after the copy expression",
+                                   p.tok.col)
+            return proj
         if self.text[self.pos] != "<":
             raise ProfileError("return builds one element: write an element constructor "
                                "such as <r>{" + self.var + "/...}</r>", self.pos + 1)

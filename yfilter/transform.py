@@ -41,12 +41,14 @@ class _Proj:
 
     __slots__ = ("kind", "nav", "attr", "steps", "keys")
 
-    def __init__(self, p: Projection, nav: Nav) -> None:
-        self.kind, self.nav, self.steps = p.kind, nav, p.steps
+    def __init__(self, p: Projection, nav: Nav, skip: tuple[str, ...] = ()) -> None:
+        """``skip``: the keys of steps already applied to the nodes (see
+        :meth:`Transform.results`); the rest run, cached apart from full pipelines."""
+        self.kind, self.nav, self.steps = p.kind, nav, p.steps[len(skip):]
         tail = p.path.tail
         self.attr = tail.name if isinstance(tail, ast.AttrTail) else None
-        keys, acc = [], []
-        for s in p.steps:
+        keys, acc = [], [f"done({' => '.join(skip)})"] if skip else []
+        for s in self.steps:
             acc.append(s.key)
             keys.append(" => ".join(acc))
         self.keys = tuple(keys)
@@ -70,8 +72,17 @@ class Transform:
         self._interned: list[tuple] = []
         self._steps: list[Step] = []
         self._intern = intern
-        self.template = self._compile(query.ret)
+        if isinstance(query.ret, Projection):  # copy $c := $n modify ... return $c
+            self.template = None
+            self.top = self._enclosed(Enclosed((query.ret,)))[0]
+        else:
+            self.template = self._compile(query.ret)
+            self.top = None
         del self._intern
+        self.binding = str(query.path)
+        """The for path's text: what :meth:`yfilter.Engine.run`'s ``done`` names."""
+        self.keys = tuple(s.key for s in query.ret.steps) if self.top is not None else ()
+        """The keys of the steps applied to each binding as a whole (a top-level copy)."""
 
     def _compile(self, c: Constructor) -> _Element:
         attrs = [(a.name, [self._enclosed(p) if isinstance(p, Enclosed) else p
@@ -102,11 +113,19 @@ class Transform:
         self._interned, self._steps = [], []
 
     # -- evaluation --------------------------------------------------------------------
-    def results(self, session: Session) -> list[bytes]:
-        """One result per binding, in document order."""
+    def results(self, session: Session, skip: int = 0) -> list[bytes]:
+        """One result per binding, in document order. ``skip``: for a top-level copy,
+        the bindings already hold the result of its first ``skip`` steps (applied
+        upstream), so only the rest are applied."""
+        if skip:
+            top = _Proj(self.query.ret, self.top.nav, self.keys[:skip])
+            return [_serialized(_fragments(session, b, top)[0])
+                    for b in select(session, self.bindings)]
         return [self.build(session, b) for b in select(session, self.bindings)]
 
     def build(self, session: Session, binding) -> bytes:
+        if self.top is not None:
+            return _serialized(_fragments(session, binding, self.top)[0])
         root = self._element(session, binding, self.template)
         etree.cleanup_namespaces(root)
         return etree.tostring(root, encoding="utf-8")
@@ -140,6 +159,11 @@ class Transform:
                             for frag in _fragments(session, n, p):
                                 el.append(frag)
         return el
+
+
+def _serialized(root) -> bytes:
+    etree.cleanup_namespaces(root)
+    return etree.tostring(root, encoding="utf-8")
 
 
 def _atomized(session: Session, binding, projections: list[_Proj]) -> str:
