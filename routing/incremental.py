@@ -423,6 +423,8 @@ def below(applied: Need | None, target: Need) -> bool:
     paths kept, a prefix of the steps — what a parent's query is to its child's."""
     if applied is None:
         return True
+    if applied.binding is None:  # a path projection: no binding dropped, no step run
+        return not applied.where and not applied.steps and target.keeps <= applied.keeps
     return (applied.binding == target.binding and applied.where <= target.where
             and target.keeps <= applied.keeps and target.steps[:len(applied.steps)] == applied.steps)
 
