@@ -4,7 +4,8 @@ and the local profiles come after every forward."""
 
 from routing.node import Forward, Node
 from routing.overlay import builtin
-from routing.projection import Projection, need
+import routing.incremental
+from routing.incremental import need
 from routing.table import Delta
 
 T = "for $t in $msg/a/t return <t>{$t/text()}</t>"
@@ -14,7 +15,7 @@ U = "for $u in $msg/a/u return <u>{$u/text()}</u>"
 def _b4() -> Node:
     """b4 of figure4 with a transformation profile below each of its links (b5, b6) and one
     of its own."""
-    node = Node("b4", builtin("figure4"))
+    node = Node("b4", builtin("figure4"), bandwidth=1e4)
     for link, text in (("b5", T), ("b6", U)):
         node.collect("b1", link, Delta(f"q{link}", 1, node.query(text), need(text)))
     node.host("own", 1, T)
@@ -24,11 +25,12 @@ def _b4() -> Node:
 def test_a_link_not_routed_to_is_never_projected(monkeypatch):
     node = _b4()
     cut = []
-    real = Projection.cut
-    monkeypatch.setattr(Projection, "cut", lambda self, root: cut.append(str(self)) or real(self, root))
+    real = routing.incremental.Transformation.apply
+    monkeypatch.setattr(routing.incremental.Transformation, "apply",
+                        lambda self, m: cut.append(self.target) or real(self, m))
     forwards = node.forwards("b1", b"<a><t>x</t><b>long text</b></a>")
     assert [f.link for f in forwards] == ["b5"]
-    assert cut == [str(node.tables["b1"].projection("b5"))]  # b6's projection never ran
+    assert cut == [node.tables["b1"].projection("b5")]  # b6's transformation never ran
     cut.clear()
     assert node.forwards("b1", b"<a><b>long text</b></a>") == [] and cut == []
 
