@@ -46,10 +46,9 @@ link carries the SF article and not the NY one.
 >>> t = Transformation(plan.need())
 >>> print(t)
 for /batched-nitf/nitf[head/pubdata/@edition.area = 'SF']
-keep /batched-nitf
 keep /batched-nitf/nitf
 keep /batched-nitf/nitf/body/body.content (subtree)
-keep /batched-nitf/nitf/head/pubdata/@edition.area
+keep /batched-nitf/nitf/head/pubdata
 >>> import formats
 >>> m = formats.Message.from_xml(
 ...     b"<batched-nitf><nitf><head><pubdata edition.area='SF'/></head><body><body.content>C1"
