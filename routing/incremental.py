@@ -440,8 +440,8 @@ def below(applied: Need | None, target: Need) -> bool:
     paths kept, a prefix of the steps — what a parent's query is to its child's."""
     if applied is None:
         return True
-    if applied.binding is None:  # a path projection: no binding dropped, no step run
-        return not applied.where and not applied.steps and target.keeps <= applied.keeps
+    if applied.binding is None:  # a path projection: nothing dropped, no step run
+        return target.keeps <= applied.keeps
     return (applied.binding == target.binding and applied.where <= target.where
             and target.keeps <= applied.keeps and target.steps[:len(applied.steps)] == applied.steps)
 
@@ -451,8 +451,7 @@ def serves(applied: Need | None, profile: Needed) -> bool:
     had ``applied`` (its remainder is the profile with the applied steps skipped)."""
     if applied is None:
         return True
-    return profile is not WHOLE and below(applied, profile) and (
-        applied.binding is not None or not applied.where and not applied.steps)
+    return profile is not WHOLE and below(applied, profile)
 
 
 class Transformation:

@@ -23,6 +23,34 @@
   ``{$n/body => drop("media", "comment()") => rename("hl1", "title")}`` (see
   :mod:`yfilter.steps`). Attribute values may hold enclosed projections too
   (``id="{$n/@id}"``: the string values, joined by single spaces).
+* Transformation steps may also be written as XQuery Update's transform expression,
+  ``copy $c := $n/body modify (delete node $c//media, rename node $c//table as "list")
+  return $c``: inside an enclosed expression (the copied path is any element path from
+  the variable) or as the whole return clause (``return copy $c := $n modify ...
+  return $c``: the binding itself, one result per binding). The modify clause is one
+  update or a parenthesized list of them; their targets are paths from the copy
+  variable (child and ``//`` steps, name tests and ``*``, predicates), elements or with
+  a trailing ``/@a`` attributes:
+
+  * ``delete node $c/path`` (or ``nodes``): removes the elements (the text after each
+    stays) or attributes;
+  * ``rename node $c/path as "name"``: an unprefixed name, for elements or attributes
+    (``$c`` itself may be renamed);
+  * ``replace value of node $c/path with "text"``: an element's content becomes that
+    one text node, an attribute's value that text.
+
+  They compile to the same steps as the arrow (:class:`yfilter.steps.Delete`,
+  :class:`~yfilter.steps.RenameNode`, :class:`~yfilter.steps.ReplaceValue`), keyed
+  without the variable (``delete node .//media``). Insertions, ``replace node``,
+  computed names and values, other variables and absolute paths are refused.
+  Departures from XQuery Update (docs/departures.md): the updates apply **in order**,
+  each on the result of the one before (XQuery applies a pending update list at once),
+  so that the first few can run upstream; a list where a later target could select or
+  read differently because of an earlier update is refused, at the later update
+  (:func:`yfilter.steps.independent`), so that results are XQuery's wherever XQuery
+  defines them. Rename and replace value apply to **every** node the target selects
+  (XQuery requires exactly one), and an enclosed ``copy $c := $n/path`` copies and
+  modifies each element the path selects (XQuery requires one node).
 
 The where clause is folded into the for path as one more predicate of its last step,
 so ``for``/``where`` is an ordinary filtering path (:meth:`Flwr.filter_path`): it is
@@ -31,6 +59,15 @@ matched by the shared automaton like any filter, and its matches *are* the bindi
 >>> q = parse_flwr("for $n in $msg/nitf where $n/head/@x = 'SF' return <r>{$n/body}</r>")
 >>> str(q.filter_path())
 "/nitf[head/@x = 'SF']"
+>>> q = parse_flwr('for $n in $msg/nitf return copy $c := $n modify (delete node $c//media, '
+...                'replace value of node $c/head/title with "T") return $c')
+>>> [s.key for s in q.ret.steps]
+['delete node .//media', 'replace value of node ./head/title with "T"']
+>>> parse_flwr('for $n in $msg/nitf return copy $c := $n modify (rename node $c//table '
+...            'as "list", delete node $c//list) return $c')
+Traceback (most recent call last):
+...
+yfilter.errors.ProfileError: 'delete node $c//list' could select or read other nodes after 'rename node $c//table as "list"' (Onyx applies the updates in order, XQuery Update all at once: here the two could differ) at column 83
 >>> parse_flwr("for $n in $msg/nitf return <r>{$m/body}</r>")
 Traceback (most recent call last):
 ...
@@ -491,7 +528,7 @@ class _ClauseParser(_Parser):
                     raise ProfileError(
                         f"'{later.text(cv)}' could select or read other nodes after "
                         f"'{earlier.text(cv)}' (Onyx applies the updates in order, XQuery "
-                        "Update at once: put this update first, or use a separate copy)", col)
+                        "Update all at once: here the two could differ)", col)
         return Projection(self.var, path, tuple(u for u, _ in updates))
 
     def update(self, cv: str) -> tuple[Update, int]:

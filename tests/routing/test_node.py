@@ -6,9 +6,7 @@ import random
 
 import pytest
 
-import formats
 import routing.node
-from routing.incremental import need
 from routing.node import Forward, Node
 from routing.overlay import builtin
 from routing.budget import Budget
@@ -26,7 +24,7 @@ def test_docstring_examples():
 
 def _overlay_of_nodes(budget=None):
     ov = builtin("figure4")
-    # a slow link: every transformation that leaves bytes out is worth it (LinkCost)
+    # slow links: every transformation that leaves bytes out is worth it
     return {b: Node(b, ov, budget, bandwidth=1e4) for b in ov.brokers}
 
 
@@ -41,19 +39,19 @@ def _propagate(nodes, host, ups):
 def _publish(nodes, root, xml):
     """Route ``xml`` down ``root``'s tree as brokers do; returns every delivery, the
     bytes each link carried and how many links carried a transformed message."""
-    out, carried, projections = {}, {}, 0
+    out, carried, transformed = {}, {}, 0
     todo = [(root, xml, None)]
     while todo:
         b, doc, applied = todo.pop()
-        for item in nodes[b].process(root, doc, xml if applied is None else None, applied=applied):
+        for item in nodes[b].process(root, doc, None if applied else doc, applied=applied):
             if isinstance(item, Forward):
-                projections += item.transformed is not None
-                sent = item.transformed if item.transformed is not None else doc
-                carried[(b, item.link)] = sent.to_xml() if isinstance(sent, formats.Message) else sent
+                transformed += item.transformed is not None
+                sent = item.transformed.to_xml() if item.transformed is not None else doc
+                carried[(b, item.link)] = sent
                 todo.append((item.link, sent, item.effect))
             else:
                 out[item[0]] = item[1]
-    return out, carried, projections
+    return out, carried, transformed
 
 
 def test_an_old_version_changes_nothing_and_a_delete_leaves_a_tombstone():
@@ -87,7 +85,8 @@ def test_links_carry_projections_while_every_profile_below_reads_only_parts():
     assert len(_publish(nodes, "b1", NITF)[1][("b1", "b2")]) < len(NITF)
 
 
-def test_a_projected_message_delivers_no_filter_result():
+def test_a_transformed_message_delivers_no_filter_result():
+    from routing.incremental import need
     n = Node("b6", builtin("figure4"))
     n.host("f", 1, "/nitf")
     n.host("t", 1, TRANSFORM)

@@ -1,11 +1,10 @@
 """ONYX 4.3.1's dependency-aware priority in one broker (:class:`routing.node.Node`): a
-link's transformation (its projection) runs only for links the message is routed down,
+link's transformation runs only for links the message is routed down,
 and the local profiles come after every forward."""
 
 from routing.node import Forward, Node
 from routing.overlay import builtin
-import routing.incremental
-from routing.incremental import need
+from routing.incremental import Transformation, need
 from routing.table import Delta
 
 T = "for $t in $msg/a/t return <t>{$t/text()}</t>"
@@ -22,12 +21,11 @@ def _b4() -> Node:
     return node
 
 
-def test_a_link_not_routed_to_is_never_projected(monkeypatch):
+def test_a_link_not_routed_to_is_never_transformed(monkeypatch):
     node = _b4()
     cut = []
-    real = routing.incremental.Transformation.apply
-    monkeypatch.setattr(routing.incremental.Transformation, "apply",
-                        lambda self, m: cut.append(self.target) or real(self, m))
+    real = Transformation.apply
+    monkeypatch.setattr(Transformation, "apply", lambda self, m: cut.append(self.target) or real(self, m))
     forwards = node.forwards("b1", b"<a><t>x</t><b>long text</b></a>")
     assert [f.link for f in forwards] == ["b5"]
     assert cut == [node.tables["b1"].projection("b5")]  # b6's transformation never ran
