@@ -52,7 +52,7 @@ from bench.output import save
 from routing.dnf import map_profile
 from routing.node import Node
 from routing.overlay import Overlay
-from routing.projection import need
+from routing.incremental import need
 from routing.table import Delta
 from yfilter import Engine
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema

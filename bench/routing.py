@@ -42,7 +42,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 KEYS = ("false_negatives", "expected_deliveries", "deliveries", "delivery_mismatches", "profiles_with_matches",
         "profiles_delivered_exactly", "link_messages", "flooding_link_messages", "ideal_link_messages",
         "false_positive_link_messages", "link_bytes", "flooding_link_bytes", "ideal_link_bytes",
-        "projected_link_bytes", "projected_link_messages", "projection_result_mismatches",
+        "transformed_link_bytes", "transformed_link_messages", "result_mismatches",
         "delta_messages", "delta_bytes", "table_mismatches", "tables", "profiles", "overlay", "timings")
 
 
@@ -78,11 +78,11 @@ def table(results: dict[str, dict]) -> str:
         t = r["tables"]
         exact = t.get("exact_atoms", t.get("atoms"))
         lines.append(
-            f"{name:22} {r['config']['profiles']:>8} {r['false_negatives']:>3} {r['delivery_mismatches'] + r['projection_result_mismatches']:>4} "
+            f"{name:22} {r['config']['profiles']:>8} {r['false_negatives']:>3} {r['delivery_mismatches'] + r['result_mismatches']:>4} "
             f"{r['deliveries']:>10} {r['link_messages']:>9} {r['flooding_link_messages']:>7} "
             f"{r['link_messages'] / r['flooding_link_messages']:>6.3f} {r['false_positive_link_messages']:>7} "
             f"{r['link_bytes'] / 1e6:>8.2f} {r['flooding_link_bytes'] / 1e6:>8.2f} "
-            f"{r['link_bytes'] / r['flooding_link_bytes']:>6.3f} {r['projected_link_bytes'] / 1e6:>8.2f} "
+            f"{r['link_bytes'] / r['flooding_link_bytes']:>6.3f} {r['transformed_link_bytes'] / 1e6:>8.2f} "
             f"{t['atoms']['mean']:>11} {exact['mean']:>11} {r['seconds']:>6}")
     return "\n".join(lines)
 
@@ -108,7 +108,7 @@ def plot(results: dict[str, dict], path: Path) -> None:
     ax = axes[1]
     for i, (key, label, color) in enumerate((("flooding_link_bytes", "flooding", "grey"),
                                              ("link_bytes", "routed", "tab:blue"),
-                                             ("projected_link_bytes", "routed + early projection", "tab:orange"))):
+                                             ("transformed_link_bytes", "of which transformed", "tab:orange"))):
         ax.bar([j + (i - 1) * w for j in x], [results[n][key] / 1e6 for n in names], w, label=label, color=color)
     ax.set(title="bytes on links (MB)", xticks=list(x))
     ax.set_xticklabels(names, rotation=20)
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     plot(results, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
-    bad = sum(r["false_negatives"] + r["delivery_mismatches"] + r["projection_result_mismatches"]
+    bad = sum(r["false_negatives"] + r["delivery_mismatches"] + r["result_mismatches"]
               + r["table_mismatches"] for r in results.values())
     return 0 if bad == 0 else 1
 

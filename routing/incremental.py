@@ -72,7 +72,7 @@ from yfilter import Engine, ast
 from yfilter.flwr import Constructor, Enclosed, Flwr, Projection as Proj, binding_steps, is_flwr, parse_flwr
 from yfilter.navigate import Nav, select
 from yfilter.parser import parse
-from yfilter.steps import Step, independent
+from yfilter.steps import Delete, Drop, ReplaceValue, Step, independent
 
 Skeleton = tuple[tuple[str, str], ...]
 """A path without predicates: ``(axis, name test)`` per step, from the root."""
@@ -142,11 +142,29 @@ def need(text: str, namespaces: Mapping[str, str] | None = None) -> Needed:
     steps = []
     if all(s.axis == "/" for s in q.path.steps):
         for s in binding_steps(q):
-            if not all(not value and independent(s, p) for p, value in reads):
+            if not all(not value and _unseen(s, p) for p, value in reads):
                 break
             steps.append(s.key)
     return Need(frozenset(keeps), str(q.path), frozenset(str(c) for c in conjuncts) if droppable else frozenset(),
                 tuple(steps), text if steps else None)
+
+
+def _unseen(step: Step, path: ast.RelPath) -> bool:
+    """Whether a where clause (or a for path's predicate) reading ``path`` from the
+    binding gives the same after ``step``: it is evaluated after the link ran the step
+    (a remainder's conjuncts, a host's whole profile). :func:`yfilter.steps.independent`
+    allows a step to remove nodes ``path`` selects (no matter to a return clause); here
+    an element-removing step must not reach them: ``path`` goes by named child steps only
+    (whose nodes, not named as the removed elements, lie in none of their subtrees), and
+    with the content of the binding itself replaced, reads only its attributes."""
+    if not independent(step, path):
+        return False
+    if isinstance(step, (Delete, ReplaceValue)) and not isinstance(step.target.tail, ast.AttrTail):
+        if not step.target.steps:  # the binding's own content
+            return not path.steps
+    elif not (isinstance(step, Drop) and step.names):
+        return True  # renames, attribute updates: nothing a path selects is removed
+    return all(s.axis != ast.DESCENDANT and s.test != "*" for s in path.steps)
 
 
 def _conjuncts(e: ast.Expr | None) -> list[ast.Expr]:

@@ -5,18 +5,18 @@
 ...                 "budget": None, "seed": 0},
 ...      "overlay": {"brokers": 2, "trees": 1}, "link_messages": 1, "flooding_link_messages": 2,
 ...      "ideal_link_messages": 1, "false_positive_link_messages": 0, "link_bytes": 10,
-...      "flooding_link_bytes": 20, "projected_link_bytes": 8, "projected_link_messages": 1,
-...      "projection_result_mismatches": 0, "restructured_link_bytes": 7, "restructured_link_messages": 1,
-...      "restructuring_run_link_messages": 1, "restructured_result_mismatches": 0,
-...      "restructured_false_negatives": 0, "restructured_delivery_mismatches": 0, "remainder_delta_messages": 1,
-...      "false_negatives": 0, "expected_deliveries": 1, "deliveries": 1,
+...      "flooding_link_bytes": 20, "transformed_link_bytes": 4, "transformed_link_messages": 1,
+...      "results_compared": 1, "result_mismatches": 0, "false_negatives": 0, "expected_deliveries": 1, "deliveries": 1,
 ...      "delivery_mismatches": 0, "profiles_with_matches": 1, "profiles_delivered_exactly": 1,
 ...      "delta_messages": 1, "delta_bytes": 30, "table_mismatches": 0,
-...      "tables": {"count": 1, "atoms": {"total": 2, "mean": 2.0, "max": 2}}, "timings": {"total": 0.1}}
+...      "tables": {"count": 1, "atoms": {"total": 2, "mean": 2.0, "max": 2}}, "timings": {"total": 0.1},
+...      "cpu": {"forwards_per_message": 0.0012, "deliver_per_message": 0.0034}}
 >>> print(table(r).splitlines()[2])
 link messages                           1            2   0.500
->>> print(table(r).splitlines()[7])
-bytes with restructuring                7           20   0.350   (1 restructured of 1 forwardings, 0 results differing)
+>>> print(table(r).splitlines()[6])
+transformed forwardings                 1            1   1.000   (4 bytes; 0 of 1 results differing)
+>>> print(table(r).splitlines()[-1])
+cpu per message: forwards 1.200 ms, deliver 3.400 ms
 """
 
 from __future__ import annotations
@@ -45,11 +45,10 @@ def table(r: dict) -> str:
         f"{'  perfect routing would send':28} {r['ideal_link_messages']:>12} {'':>12} "
         f"{_ratio(r['ideal_link_messages'], r['flooding_link_messages']):>7}",
         f"{'  false-positive forwardings':28} {r['false_positive_link_messages']:>12}",
-        f"{'bytes with early projection':28} {r['projected_link_bytes']:>12} {r['flooding_link_bytes']:>12} "
-        f"{_ratio(r['projected_link_bytes'], r['flooding_link_bytes']):>7}   "
-        f"({r['projected_link_messages']} projected forwardings, "
-        f"{r['projection_result_mismatches']} results differing)",
-        *_restructured(r),
+        f"{'transformed forwardings':28} {r['transformed_link_messages']:>12} {r['link_messages']:>12} "
+        f"{_ratio(r['transformed_link_messages'], r['link_messages']):>7}   "
+        f"({r['transformed_link_bytes']} bytes; {r['result_mismatches']} of {r['results_compared']} "
+        f"results differing)",
         f"{'false negatives':28} {r['false_negatives']:>12}",
         f"{'deliveries / expected':28} {r['deliveries']:>12} {r['expected_deliveries']:>12}",
         f"{'profiles delivered exactly':28} {r['profiles_delivered_exactly']:>12} "
@@ -64,21 +63,11 @@ def table(r: dict) -> str:
         if s:
             lines.append(f"{'  ' + key:28} {s['total']:>12} {s['mean']:>12} {s['max']:>7}")
     lines.append("seconds: " + ", ".join(f"{k} {v}" for k, v in r["timings"].items()))
+    cpu = r.get("cpu")
+    if cpu:
+        lines.append(f"cpu per message: forwards {1e3 * cpu['forwards_per_message']:.3f} ms, "
+                     f"deliver {1e3 * cpu['deliver_per_message']:.3f} ms")
     return "\n".join(lines)
-
-
-def _restructured(r: dict) -> list[str]:
-    """The run with early restructuring, if the report has it (older ones do not)."""
-    if "restructured_link_bytes" not in r:
-        return []
-    return [
-        f"{'bytes with restructuring':28} {r['restructured_link_bytes']:>12} {r['flooding_link_bytes']:>12} "
-        f"{_ratio(r['restructured_link_bytes'], r['flooding_link_bytes']):>7}   "
-        f"({r['restructured_link_messages']} restructured of {r['restructuring_run_link_messages']} forwardings, "
-        f"{r['restructured_result_mismatches']} results differing)",
-        f"{'  false negatives, mismatches':28} {r['restructured_false_negatives']:>12} "
-        f"{r['restructured_delivery_mismatches']:>12}   (remainder deltas: {r['remainder_delta_messages']})",
-    ]
 
 
 def write_json(r: dict, path: str | Path) -> None:
@@ -109,9 +98,9 @@ def plot(r: dict, path: str | Path) -> None:
     totals = [r["flooding_link_bytes"], r["link_bytes"], r["ideal_link_bytes"]]
     colors = ["grey", "tab:blue", "tab:green"]
     if r["config"].get("transform"):
-        names += ["projected", "restructured"]
-        totals += [r["projected_link_bytes"], r["restructured_link_bytes"]]
-        colors += ["tab:orange", "tab:red"]
+        names += ["transformed"]
+        totals += [r["transformed_link_bytes"]]
+        colors += ["tab:orange"]
     ax.bar(names, [t / 1e6 for t in totals], color=colors)
     ax.set(title=f"bytes on links (false negatives: {r['false_negatives']})", ylabel="MB")
     ax = axes[2]

@@ -17,52 +17,47 @@ exercised all the time.
 
 Messages are published at random sources and go down the source's tree as brokers send
 them: each reached node's :meth:`~routing.node.Node.forwards`, on what the node
-received, gives the links the message goes down and what each carries — the message
-as it came, or its projection when every profile below the link reads only parts of it
-(early projection, ONYX 4.2.2: the link's plan merges the needs the deltas carried up)
-— and its :meth:`~routing.node.Node.deliver` gives its profiles' results. A centralized
-engine over all live profiles is the ground truth. Per message the simulator checks
-that every host with a matching profile was reached (else a false negative), that the
-set of profiles delivered is exactly the expected one, and that every host that
-received a projection gave each profile the centralized engine's results on the whole
-message. It counts, per link, messages and bytes forwarded, the bytes the links
-carried with early projection, forwardings nobody downstream needed (false
-positives), what perfect routing would forward, and what flooding (every message over
-every tree link) costs. With ``--transform FRACTION`` that share of the profiles are
-transformation profiles; with ``--bindings N`` they share N for paths. Churn
-(``--churn FRACTION`` of the profile count in adds, updates and deletes) is
-interleaved with the messages. At the end every routing table is compared with one
-built from scratch from the live profiles: entries and projections.
+received and the transformation it had, gives the links the message goes down and what
+each carries — what the node received, or what the link's transformation query makes
+of it (incremental transformation, ONYX 4.2.2, :mod:`routing.incremental`: bindings no
+where clause below wants dropped, the rest projected on what the profiles below read,
+their shared first binding steps run; the query merges the needs the deltas carried
+up) — and its :meth:`~routing.node.Node.deliver` gives its profiles' results on it. A
+child gets what the link carried with the transformation it had (the link's, or what
+its parent received with). This is the code the running broker runs: nothing about
+transformation is the simulator's own. A centralized engine over all live profiles,
+run on the *whole* message, is the ground truth. Per message the simulator checks that
+every host with a matching profile was reached (else a false negative), that the set
+of profiles delivered is exactly the expected one, and that every host gave each
+profile the centralized engine's results (``result_mismatches``). It counts, per link,
+messages and bytes forwarded (the XML text of what the link carried), the transformed
+ones and their bytes, forwardings nobody downstream needed (false positives), what
+perfect routing would forward, and what flooding (every message over every tree link)
+costs; and the CPU seconds brokers spent in ``forwards`` (routing and transformations)
+and in ``deliver``. With ``--transform FRACTION`` that share of the profiles are
+transformation profiles; with ``--bindings N`` they share N for paths. Whether a link
+transforms is its broker's choice (:class:`~routing.node.LinkCost`: the bytes saved at
+``--bandwidth`` against the CPU the transformation takes, measured), so with a
+bandwidth where the choice is close, which links transform depends on timings;
+``--no-transform`` turns incremental transformation off. Churn (``--churn FRACTION``
+of the profile count in adds, updates and deletes) is interleaved with the messages.
+At the end every routing table is compared with one built from scratch from the live
+profiles: entries and transformation queries.
 
 Because a broker routes what it received, some numbers mean what a broker does, not
 what routing the whole message at every broker would give:
 
-* ``link_messages`` and ``false_positive_link_messages``: below a projecting link a
-  node matches its routing queries on the projection. It keeps everything a profile
-  below reads, so no needed link is lost, but a generalized conjunction
-  (``--generalize``) may match a projection differently from the whole message.
-* ``delta_bytes``: a delta carries the profile's need (what it reads) with its
-  routing query, and both are counted.
+* ``link_messages`` and ``false_positive_link_messages``: below a transforming link a
+  node matches its routing queries on what the link carried. It keeps every binding
+  and everything a profile below reads, so no needed link is lost, but a generalized
+  conjunction (``--generalize``) may match it differently from the whole message.
+* ``delta_bytes``: a delta carries the profile's need (its transformation query) with
+  its routing query, and both are counted.
 * ``updates_without_delta``: a node sends a delta for every update (the need may
   change while the routing query does not), so only an update on a host that is the
   root of every tree sends none.
 * ``--engine per-broker``: each node has its own atom engine, shared by its tables
   (as in the running broker); ``shared``, the default, is one for every node.
-
-Early restructuring (:mod:`routing.restructure`) is simulator-only: the running
-broker does not restructure. Each message is sent a second time with it. Down to the
-first restructured link everything is as in the first run (its decisions are reused);
-a link restructures when its :class:`~routing.restructure.TransformPlan` meets the
-three conditions, and a broker that received a restructured document routes it with,
-and runs its hosted profiles as, their remainder queries, which a second node per
-broker holds (``rem_nodes``: hosted and sent up the trees by the same node code, as
-"remainder deltas"). What stays in the simulator is the decision to restructure and
-the restructuring itself: conditions 2 and 3 need each profile's binding (its for
-path) and where its clauses read, which routing deltas do not carry. So the simulator
-keeps one plan per link of each tree, counting the reads of the profiles below it,
-updated at once when a profile changes rather than hop by hop (a flush precedes every
-message, so plans and tables agree then; both are checked against a rebuild at the
-end), and restructures at the sending broker with :class:`~routing.restructure.Restructuring`.
 
 Everything is seeded: the same command prints the same numbers (timings aside).
 """
@@ -70,6 +65,7 @@ Everything is seeded: the same command prints the same numbers (timings aside).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
@@ -85,14 +81,12 @@ from routing.matcher import AtomEngine
 from routing.node import Node, Up
 from routing.overlay import Overlay
 from routing.placement import STRATEGIES, Placement, PlacementOptions, PlacementRequest, make_strategy
-from routing.projection import WHOLE, LinkPlan, render
-from routing.restructure import Reads, TransformPlan, reads, remainder, remainder_namespaces
+from routing.incremental import LinkPlan, Need, need_to_json
 from routing.table import Delta
 from routing.trees import BroadcastTree
 from routing.workload import INTERESTS, Interests, Messages, WorkloadError, load_corpus
 from yfilter import Engine
 from yfilter.generators import Schema
-from yfilter.flwr import is_flwr
 
 OVERLAYS = ("geometric", "transit-stub", "tree", "ring")
 ENGINES = ("shared", "per-broker")
@@ -127,6 +121,8 @@ class Config:
     engine: str = "shared"
     transform: float = 0.0
     bindings: int = 0
+    bandwidth: float = 100e6
+    incremental: bool = True
 
     def check(self) -> None:
         if self.brokers < 2:
@@ -140,6 +136,8 @@ class Config:
         if self.bindings < 0 or (self.bindings and not self.transform):
             raise SimulationError("--bindings is how many for paths transformation profiles share "
                                   "(0 or more, and only with --transform)")
+        if not self.bandwidth > 0:
+            raise SimulationError("--bandwidth is bits per second of a link (more than 0)")
         if not 0 <= self.replay < 1:
             raise SimulationError("--replay is a probability in [0, 1)")
         if not 1 <= self.sources <= self.brokers:
@@ -168,8 +166,6 @@ class _Profile:
     home: str
     version: int
     text: str
-    reads: Reads  # for the restructuring plans of the links above its host
-    rem_text: str | None  # the remainder query of a transformation profile
 
 
 @dataclass
@@ -180,16 +176,11 @@ class _Link:
     flooding_bytes: int = 0
     ideal_messages: int = 0
     ideal_bytes: int = 0
-    projected_bytes: int = 0
-    projected_messages: int = 0
-    restructured_bytes: int = 0  # every forwarding of the run with early restructuring
-    restructured_messages: int = 0  # the restructured ones
-    restructuring_run_messages: int = 0
+    transformed_messages: int = 0  # forwardings that carried what the link's transformation made
+    transformed_bytes: int = 0  # their bytes (counted in ``bytes`` too)
     false_positives: int = 0
     deltas: int = 0
     delta_bytes: int = 0
-    remainder_deltas: int = 0
-    remainder_delta_bytes: int = 0
 
 
 Progress = Callable[[str, int, int, dict], None]
@@ -202,9 +193,9 @@ class _Totals:
     false_negatives: int = 0
     mismatches: int = 0
     result_mismatches: int = 0
-    restructured_false_negatives: int = 0
-    restructured_mismatches: int = 0
-    restructured_result_mismatches: int = 0
+    results_compared: int = 0
+    forward_seconds: float = 0.0  # in Node.forwards: routing and transformations
+    deliver_seconds: float = 0.0  # in Node.deliver: the local profiles
     adds: int = 0
     updates: int = 0
     deletes: int = 0
@@ -242,20 +233,14 @@ class Simulation:
         shared = AtomEngine() if config.engine == "shared" else None
         self.nodes = self._nodes(shared, self.namespaces)
         self.truth = Engine(self.namespaces)
-        # Early restructuring (simulator-only, see the module docstring): the nodes of
-        # remainder queries, and each link's plan, by (root, parent, child).
-        self.rem_namespaces = remainder_namespaces(self.namespaces) if config.transform else {}
-        self.rem_nodes = self._nodes(shared, self.rem_namespaces) if config.transform else {}
-        self.restructure_plans: dict[tuple[str, str, str], TransformPlan] = {}
         self.profiles: dict[str, _Profile] = {}
         self.links: dict[tuple[str, str], _Link] = {}
         self.delivered: Counter[str] = Counter()
         self.expected: Counter[str] = Counter()
         self.totals = _Totals()
         self._sources = sorted(self.overlay.sources)
-        # Deltas in flight: (the sender, the delta for its parent, its size, whether it
-        # is a remainder query's).
-        self._pending: list[tuple[str, Up, int, bool]] = []
+        # Deltas in flight: (the sender, the delta for its parent, its size).
+        self._pending: list[tuple[str, Up, int]] = []
         self._next_id = 0
         self._progress = progress or (lambda phase, done, total, info: None)
 
@@ -263,8 +248,8 @@ class Simulation:
         """One node per broker, with the run's budget when it generalizes."""
         cfg = self.config
         budget = cfg.budget if cfg.generalize else None
-        return {b: Node(b, self.overlay, budget, samples=cfg.samples, engine=engine, namespaces=namespaces)
-                for b in self.brokers}
+        return {b: Node(b, self.overlay, budget, samples=cfg.samples, engine=engine, namespaces=namespaces,
+                        bandwidth=cfg.bandwidth) for b in self.brokers}
 
     # -- profiles and deltas --------------------------------------------------------
     def _link(self, a: str, b: str) -> _Link:
@@ -273,10 +258,9 @@ class Simulation:
             link = self.links[(a, b)] = _Link()
         return link
 
-    def _send(self, sender: str, ups: list[Up], remainder: bool = False) -> None:
-        """Put the routing deltas ``sender``'s node returned in flight (those of the
-        nodes of remainder queries if ``remainder``)."""
-        self._pending += [(sender, up, _delta_size(up.delta), remainder) for up in ups]
+    def _send(self, sender: str, ups: list[Up]) -> None:
+        """Put the routing deltas ``sender``'s node returned in flight."""
+        self._pending += [(sender, up, _delta_size(up.delta)) for up in ups]
 
     def flush(self) -> None:
         """Deliver every delta in flight, in a shuffled order with replays, to the
@@ -288,52 +272,21 @@ class Simulation:
             i = rng.randrange(len(pending))
             pending[i], pending[-1] = pending[-1], pending[i]
             item = pending.pop()
-            child, up, size, rem = item
+            child, up, size = item
             link = self._link(child, up.parent)
-            if rem:
-                link.remainder_deltas += 1
-                link.remainder_delta_bytes += size
-            else:
-                link.deltas += 1
-                link.delta_bytes += size
+            link.deltas += 1
+            link.delta_bytes += size
             if replay and rng.random() < replay:
                 pending.append(item)
-            node = (self.rem_nodes if rem else self.nodes)[up.parent]
-            # Aggregate() forwards the delta it collected: its size is the same.
-            pending += [(up.parent, nxt, size, rem) for nxt in node.collect(up.root, child, up.delta)]
+            node = self.nodes[up.parent]
+            pending += [(up.parent, nxt, _delta_size(nxt.delta)) for nxt in node.collect(up.root, child, up.delta)]
         self.totals.timings["deltas"] += time.perf_counter() - t0
 
-    def _remainder(self, text: str) -> str | None:
-        """The remainder query of a transformation profile (with ``--transform``)."""
-        if not self.config.transform or not is_flwr(text):
-            return None
-        return remainder(text, self.namespaces)
-
-    def _reads(self, text: str) -> Reads:
-        return reads(text, self.namespaces) if self.config.transform else Reads(WHOLE, None)
-
-    def _plan(self, host: str, r: Reads, times: int) -> None:
-        """Count a profile's reads in (or out of) the restructuring plan of every link
-        above its host, in every tree."""
-        if not self.config.transform:
-            return
-        for root, tree in self.trees.items():
-            for parent, b in tree.links_up(host):
-                plan = self.restructure_plans.get((root, parent, b))
-                if plan is None:
-                    plan = self.restructure_plans[(root, parent, b)] = TransformPlan()
-                plan.add(r, times)
-
     def _host(self, pid: str, p: _Profile) -> int:
-        """Register ``p`` (new or updated) on its host's nodes; the number of routing
+        """Register ``p`` (new or updated) on its host's node; the number of routing
         deltas it sends up."""
         ups = self.nodes[p.host].host(pid, p.version, p.text)
         self._send(p.host, ups)
-        rem_text, p.rem_text = p.rem_text, self._remainder(p.text)
-        if p.rem_text is not None:
-            self._send(p.host, self.rem_nodes[p.host].host(pid, p.version, p.rem_text), remainder=True)
-        elif rem_text is not None:  # a transformation profile became a filter
-            self._send(p.host, self.rem_nodes[p.host].drop(pid, p.version), remainder=True)
         return len(ups)
 
     def add_profile(self) -> str:
@@ -344,8 +297,7 @@ class Simulation:
         host = self.place(PlacementRequest(pid, text, near=home))
         if host not in self.nodes:
             raise SimulationError(f"placement put profile {pid} on unknown broker {host!r}")
-        self.profiles[pid] = p = _Profile(host, home, 1, text, self._reads(text), None)
-        self._plan(host, p.reads, 1)
+        self.profiles[pid] = p = _Profile(host, home, 1, text)
         self.truth.add(pid, text)
         self._host(pid, p)
         self.totals.adds += 1
@@ -355,9 +307,6 @@ class Simulation:
         p = self.profiles[pid]
         p.text = self.interests.generate(p.home)
         p.version += 1
-        self._plan(p.host, p.reads, -1)
-        p.reads = self._reads(p.text)
-        self._plan(p.host, p.reads, 1)
         self.truth.add(pid, p.text)
         self.totals.updates += 1
         if not self._host(pid, p):
@@ -365,11 +314,8 @@ class Simulation:
 
     def delete_profile(self, pid: str) -> None:
         p = self.profiles.pop(pid)
-        self._plan(p.host, p.reads, -1)
         self.truth.remove(pid)
         self._send(p.host, self.nodes[p.host].drop(pid, p.version + 1))
-        if p.rem_text is not None:
-            self._send(p.host, self.rem_nodes[p.host].drop(pid, p.version + 1), remainder=True)
         self.totals.deletes += 1
 
     def churn(self) -> None:
@@ -390,15 +336,17 @@ class Simulation:
     # -- messages --------------------------------------------------------------------
     def publish(self, xml: bytes) -> None:
         """Route one message from a random source down its tree, node by node (ONYX
-        4.2.2 and 4.3.1), and check it against the truth; then the same with early
-        restructuring (:meth:`_publish_restructured`). A broker decodes what it
-        received once, as a running broker does, and its node routes, projects and
-        matches the decoded :class:`formats.Message`."""
+        4.2.2 and 4.3.1), and check it against the truth. A broker decodes what it
+        received once, as a running broker does: its node routes, transforms and
+        matches the decoded :class:`formats.Message`, and a child gets what the link
+        carried (the message as its parent received it, or what the link's
+        transformation made of it) with the transformation it had."""
         timings, t = self.totals.timings, self.totals
         source = self.rng.choice(self._sources)
         root = self.overlay.root_of(source)
         tree, size = self.trees[root], len(xml)
         sample = self.nodes[root].sample(root)  # down every link: what summaries measure themselves on
+        project = self.config.incremental
 
         t0 = time.perf_counter()
         message = formats.decode("text", xml)
@@ -414,53 +362,50 @@ class Simulation:
                 needed.add((tree.parent[b], b))
                 b = tree.parent[b]
 
-        # What each reached broker received: a projection (XML text), or None for the
-        # whole message; the links each chose, and what its profiles delivered.
-        arrived: dict[str, bytes | None] = {root: None}
-        routes: dict[str, list[str]] = {}
+        # What each reached broker received: the decoded message, the transformation it
+        # had (None: none, the message as published) and its size as XML text.
+        arrived: dict[str, tuple[formats.Message, Need | None, int]] = {root: (message, None, size)}
         local: dict[str, frozenset[str]] = {}
         truth: list[dict] = []  # the centralized engine's results, computed once if needed
 
         def visit(b: str) -> list[str]:
-            node, doc = self.nodes[b], arrived[b]
-            received = message
-            if doc is not None:
-                t0 = time.perf_counter()
-                received = formats.decode("text", doc)
-                timings["decode"] += time.perf_counter() - t0
+            node = self.nodes[b]
+            received, applied, nbytes = arrived[b]
             t0 = time.perf_counter()
-            routes[b] = node.children(root) if sample else node.route(root, received)
+            forwards = node.forwards(root, received, project=project, applied=applied, sample=sample)
             t1 = time.perf_counter()
-            forwards = node.forwards(root, received, routes[b], projected=doc is not None, sample=sample)
-            timings["route"] += t1 - t0
-            t2 = time.perf_counter()
-            timings["project"] += t2 - t1
+            t.forward_seconds += t1 - t0
             plan = node.summary_plan(root)  # measured on what the node routed, adopted at once
             if plan is not None:
                 self._send(b, node.generalize(root, plan))
-                timings["generalize"] += time.perf_counter() - t2
-            for c, projection in forwards:
-                link = self._link(b, c)
+                timings["generalize"] += time.perf_counter() - t1
+            for f in forwards:
+                link = self._link(b, f.link)
                 link.messages += 1
-                link.bytes += size
-                if (b, c) not in needed:
+                if (b, f.link) not in needed:
                     link.false_positives += 1
-                link.projected_messages += projection is not None
-                # A link without a projection of its own carries what the broker received.
-                arrived[c] = sent = doc if projection is None else projection.to_xml()
-                link.projected_bytes += size if sent is None else len(sent)
+                if f.transformed is None:
+                    carried, sent = received, nbytes
+                else:
+                    carried, sent = f.transformed, len(f.transformed.to_xml())
+                    link.transformed_messages += 1
+                    link.transformed_bytes += sent
+                link.bytes += sent
+                arrived[f.link] = (carried, f.effect, sent)
             if node.profiles:
                 t0 = time.perf_counter()
-                results = node.deliver(received, xml if doc is None else None, projected=doc is not None)
+                results = node.deliver(received, xml if applied is None else None, applied=applied)
+                t.deliver_seconds += time.perf_counter() - t0
                 local[b] = frozenset(results)
-                if doc is not None:
-                    t.result_mismatches += _differing(results, self._truth_results(message, truth))
-                timings["local"] += time.perf_counter() - t0
-            return routes[b]
+                t0 = time.perf_counter()
+                t.results_compared += len(results)
+                t.result_mismatches += _differing(results, self._truth_results(message, xml, truth))
+                timings["truth"] += time.perf_counter() - t0
+            return [f.link for f in forwards]
 
-        # Brokers that received the whole message go first: it is one decoded object,
-        # whose atoms the shared engine then matches once for all of them.
-        reached = _descend(tree, visit, first=lambda b: arrived[b] is None)
+        # Brokers that received the message as published go first: it is one decoded
+        # object, whose atoms the shared engine then matches once for all of them.
+        reached = _descend(tree, visit, first=lambda b: arrived[b][1] is None)
         for b, c in tree.links():
             link = self._link(b, c)
             link.flooding_messages += 1
@@ -477,70 +422,11 @@ class Simulation:
         t.mismatches += len(expected ^ delivered)
         self.expected.update(expected)
         self.delivered.update(delivered)
-        self._publish_restructured(root, message, size, routes, arrived, local, expected, truth)
 
-    def _truth_results(self, message: formats.Message, cache: list[dict]) -> dict:
+    def _truth_results(self, message: formats.Message, xml: bytes, cache: list[dict]) -> dict:
         if not cache:
-            cache.append(self.truth.run(message))
+            cache.append(self.truth.run(message, xml=xml))
         return cache[0]
-
-    def _publish_restructured(self, root: str, message: formats.Message, size: int,
-                              routes: dict[str, list[str]],
-                              projected: dict[str, bytes | None], local: dict[str, frozenset[str]],
-                              expected: frozenset[str], truth: list[dict]) -> None:
-        """The message of :meth:`publish` again, with early restructuring. Down to
-        the first restructured link everything is as without it (same nodes, same
-        input: ``routes``, ``projected`` and ``local`` are reused); below one, a
-        broker's node of remainder queries routes what it received and runs them on
-        it, and the simulator restructures it again for each link."""
-        timings, t = self.totals.timings, self.totals
-        tree = self.trees[root]
-        # What each reached broker received: whether it is restructured, and the XML
-        # text (None: the whole message).
-        arrived: dict[str, tuple[bool, bytes | None]] = {root: (False, None)}
-        delivered: set[str] = set()
-
-        def visit(b: str) -> list[str]:
-            restructured, doc = arrived[b]
-            if not restructured:
-                chosen = routes[b]
-                delivered.update(local.get(b, ()))
-            else:
-                node = self.rem_nodes[b]
-                t0 = time.perf_counter()
-                received = formats.decode("text", doc)
-                chosen = node.route(root, received)
-                t1 = time.perf_counter()
-                timings["route_restructured"] += t1 - t0
-                if node.profiles:
-                    results = node.deliver(received, projected=True)
-                    delivered.update(results)
-                    t.restructured_result_mismatches += _differing(results, self._truth_results(message, truth))
-                timings["local_restructured"] += time.perf_counter() - t1
-            for c in chosen:
-                link = self._link(b, c)
-                plan = self.restructure_plans.get((root, b, c))
-                how = plan.restructuring() if plan is not None else None
-                if how is not None:
-                    t0 = time.perf_counter()
-                    sent = how.again(doc) if restructured else how.apply(message if doc is None else doc)
-                    timings["restructure"] += time.perf_counter() - t0
-                    link.restructured_messages += 1
-                    arrived[c] = (True, sent)
-                elif restructured:
-                    raise SimulationError(f"link {b}>{c} below a restructured link cannot restructure "
-                                          f"(its plan: {plan.decision() if plan else None})")
-                else:
-                    sent = projected[c]
-                    arrived[c] = (False, sent)
-                link.restructuring_run_messages += 1
-                link.restructured_bytes += size if sent is None else len(sent)
-            return chosen
-
-        at = set(_descend(tree, visit))
-        t.restructured_false_negatives += sum(1 for pid in expected if self.profiles[pid].host not in at)
-        t.restructured_mismatches += len(expected ^ delivered)
-
 
     # -- the whole run -----------------------------------------------------------------
     def run(self) -> dict:
@@ -581,39 +467,32 @@ class Simulation:
 
 
     def check_tables(self) -> int:
-        """Routing entries (exact summaries only) and projections (tree, broker, link), of
-        profiles and of remainder queries, and restructuring plans that differ from
-        those built from scratch from the live profiles; 0 when deltas did their job."""
-        want: dict[tuple[bool, str, str, str], tuple[set, LinkPlan]] = {}
-        plans: dict[tuple[str, str, str], TransformPlan] = {}
-        planes = ((False, self.nodes), (True, self.rem_nodes))
+        """Routing entries (exact summaries only) and transformation queries (tree,
+        broker, link) that differ from those built from scratch from the live profiles
+        (a :class:`~routing.incremental.LinkPlan` of the needs of the profiles below
+        each link); 0 when deltas did their job."""
+        want: dict[tuple[str, str, str], tuple[set, LinkPlan]] = {}
         for pid, p in self.profiles.items():
             # Map() of what each node hosts, from its text: not what the deltas carried.
-            deltas = [(rem, nodes[p.host].delta(pid)) for rem, nodes in planes
-                      if nodes and pid in nodes[p.host].profiles]
+            delta = self.nodes[p.host].delta(pid)
             for root, tree in self.trees.items():
                 for parent, b in tree.links_up(p.host):
-                    for rem, delta in deltas:
-                        conjunctions, plan = want.setdefault((rem, root, parent, b), (set(), LinkPlan()))
-                        conjunctions.update(delta.query)
-                        plan.add(delta.need)
-                    if self.config.transform:
-                        plans.setdefault((root, parent, b), TransformPlan()).add(p.reads)
-        bad = sum(1 for key in plans.keys() | self.restructure_plans.keys()
-                  if _plan_state(plans.get(key)) != _plan_state(self.restructure_plans.get(key)))
-        for rem, nodes in planes:
-            for b, node in nodes.items():
-                for root, tree in self.trees.items():
-                    table = node.tables.get(root)
-                    for child in set(tree.children[b]) | set(table.links if table else ()):
-                        conjunctions, plan = want.get((rem, root, b, child), (set(), None))
-                        entry = table.entry(child) if table else frozenset()
-                        projection = table.projection(child) if table else None
-                        # A generalized summary stands for the conjunctions below, not as them:
-                        # what it lets through is checked message by message (false negatives).
-                        differs = not self.config.generalize and entry != frozenset(conjunctions)
-                        if differs or projection != (plan.projection() if plan else None):
-                            bad += 1
+                    conjunctions, plan = want.setdefault((root, parent, b), (set(), LinkPlan()))
+                    conjunctions.update(delta.query)
+                    plan.add(delta.need)
+        bad = 0
+        for b, node in self.nodes.items():
+            for root, tree in self.trees.items():
+                table = node.tables.get(root)
+                for child in set(tree.children[b]) | set(table.links if table else ()):
+                    conjunctions, plan = want.get((root, b, child), (set(), None))
+                    entry = table.entry(child) if table else frozenset()
+                    projection = table.projection(child) if table else None
+                    # A generalized summary stands for the conjunctions below, not as them:
+                    # what it lets through is checked message by message (false negatives).
+                    differs = not self.config.generalize and entry != frozenset(conjunctions)
+                    if differs or projection != (plan.projection() if plan else None):
+                        bad += 1
         return bad
 
     def report(self, table_mismatches: int) -> dict:
@@ -647,25 +526,21 @@ class Simulation:
             "false_positive_link_messages": total("false_positives"),
             "link_bytes": total("bytes"),
             "flooding_link_bytes": total("flooding_bytes"),
-            "projected_link_bytes": total("projected_bytes"),
-            "projected_link_messages": total("projected_messages"),
-            "projection_result_mismatches": t.result_mismatches,
-            "restructured_link_bytes": total("restructured_bytes"),
-            "restructured_link_messages": total("restructured_messages"),
-            "restructuring_run_link_messages": total("restructuring_run_messages"),
-            "restructured_false_negatives": t.restructured_false_negatives,
-            "restructured_delivery_mismatches": t.restructured_mismatches,
-            "restructured_result_mismatches": t.restructured_result_mismatches,
+            "transformed_link_bytes": total("transformed_bytes"),
+            "transformed_link_messages": total("transformed_messages"),
+            "results_compared": t.results_compared,
+            "result_mismatches": t.result_mismatches,
             "delta_messages": total("deltas"),
             "delta_bytes": total("delta_bytes"),
-            "remainder_delta_messages": total("remainder_deltas"),
-            "remainder_delta_bytes": total("remainder_delta_bytes"),
             "table_mismatches": table_mismatches,
             "tables": _table_sizes(sizes),
             "summaries": _table_sizes([s.stats() for node in self.nodes.values() for s in node.summaries.values()
                                        if len(s)]),
             "per_link": links,
             "timings": {k: round(v, 3) for k, v in sorted(t.timings.items())},
+            "cpu": {"forwards_seconds": round(t.forward_seconds, 6), "deliver_seconds": round(t.deliver_seconds, 6),
+                    "forwards_per_message": round(t.forward_seconds / max(self.config.messages, 1), 9),
+                    "deliver_per_message": round(t.deliver_seconds / max(self.config.messages, 1), 9)},
         }
 
 
@@ -686,10 +561,6 @@ def _descend(tree: BroadcastTree, visit: Callable[[str], list[str]],
     return reached
 
 
-def _plan_state(plan: TransformPlan | None) -> tuple | None:
-    return None if plan is None else plan.state()
-
-
 def _differing(results: dict[str, list[bytes]], truth: dict[str, list[bytes]]) -> int:
     """Profiles whose results differ from the centralized engine's."""
     return sum(1 for pid, r in results.items() if r != truth.get(pid))
@@ -697,12 +568,14 @@ def _differing(results: dict[str, list[bytes]], truth: dict[str, list[bytes]]) -
 
 def _delta_size(delta: Delta) -> int:
     """About what ``delta`` takes on a link: the profile id, the version, the routing
-    query's atoms and the paths the profile reads."""
+    query's atoms and the transformation query (its JSON text; nothing for a profile
+    that needs the whole message)."""
     size = len(delta.profile_id) + 16
     if delta.query is not None:
         size += sum(len(a) + 3 for c in delta.query for a in c)
-    if delta.need is not WHOLE:
-        size += sum(len(render(k)) + 3 for k in delta.need.keeps)
+    n = need_to_json(delta.need)
+    if n is not None:
+        size += len(json.dumps(n, separators=(",", ":")))
     return size
 
 
@@ -746,7 +619,7 @@ def parser() -> argparse.ArgumentParser:
                     "centralized engine and compared with flooding. Prints a table, writes JSON and a plot.",
         epilog="Example: python -m routing.simulate --brokers 100 --profiles 100000 --messages 500 "
                "--churn 0.1 --interests geo --generalize --json bench/results/routing_simulate.json; "
-               "early projection: --profiles 2000 --transform 1.0; early restructuring: add --bindings 4")
+               "incremental transformation: --profiles 2000 --transform 1.0 --bindings 4 --bandwidth 1e6")
     a = p.add_argument
     a("--brokers", type=int, default=100, help="number of brokers (default 100)")
     a("--profiles", type=int, default=10_000, help="profiles registered before the first message (default 10000)")
@@ -774,11 +647,17 @@ def parser() -> argparse.ArgumentParser:
            "by its tables, as in the running broker (default shared)")
     a("--transform", type=float, default=0.0, metavar="FRACTION",
       help="share of transformation (for/where/return) profiles; links whose profiles below all read "
-           "parts of the message carry its projection (early projection) (default 0)")
+           "parts of the message carry what their transformation query makes of it (incremental "
+           "transformation, ONYX 4.2.2) (default 0)")
     a("--bindings", type=int, default=0, metavar="N",
-      help="transformation profiles draw their for path from N shared ones, so that links can carry "
-           "the message restructured into the bindings (early restructuring); 0: each draws its own "
-           "(default 0)")
+      help="transformation profiles draw their for path from N shared ones, so that links below which "
+           "all share one drop the bindings no where clause wants (early projection); 0: each draws "
+           "its own (default 0)")
+    a("--bandwidth", type=float, default=100e6, metavar="BITS",
+      help="bits per second of every link, for the brokers' cost model: a link transforms when the "
+           "bytes it saves take longer than the transformation (default 100e6)")
+    a("--no-transform", dest="incremental", action="store_false",
+      help="no incremental transformation: every link carries the message as published")
     a("--corpus", metavar="DIR", help="publish the *.xml files of DIR instead of generated documents "
                                       "(profiles then come from their vocabulary)")
     a("--json", metavar="PATH", help="write the report here (default bench/results/routing_simulate.json)")
@@ -793,7 +672,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     config = Config(args.brokers, args.profiles, args.messages, args.churn, args.seed, args.generalize,
                     args.budget, args.interests, args.placement, args.overlay, args.sources, args.replay,
-                    args.samples, args.corpus, args.engine, args.transform, args.bindings)
+                    args.samples, args.corpus, args.engine, args.transform, args.bindings, args.bandwidth,
+                    args.incremental)
     try:
         sim = Simulation(config, progress=None if args.quiet else _progress_printer())
         result = sim.run()
@@ -806,9 +686,8 @@ def main(argv: list[str] | None = None) -> int:
     report.write_json(result, json_path)
     report.plot(result, plot_path)
     print(f"wrote {json_path} and {plot_path}")
-    ok = all(result[k] == 0 for k in ("false_negatives", "delivery_mismatches", "projection_result_mismatches",
-                                      "restructured_false_negatives", "restructured_delivery_mismatches",
-                                      "restructured_result_mismatches"))
+    ok = all(result[k] == 0 for k in ("false_negatives", "delivery_mismatches", "result_mismatches",
+                                      "table_mismatches"))
     return 0 if ok else 1
 
 

@@ -42,7 +42,7 @@ import networkx as nx
 from lxml import etree
 
 from routing.overlay import Overlay
-from routing.projection import WHOLE, need
+from routing.incremental import WHOLE, need
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
 from yfilter.generators.flwr import FlwrGenerator, FlwrSpec
 

@@ -269,7 +269,7 @@ class Engine:
     def ids(self) -> list[str]:
         return list(self._by_id)
 
-    # -- per-message hooks for transformations and navigation (routing.matcher, routing.restructure)
+    # -- per-message hooks for transformations and navigation (routing.matcher, routing.incremental)
     def start(self, message: MessageLike) -> Session:
         """The evaluation state of one message (its document and the memo of operator
         results), to pass as ``session`` to :meth:`evaluate`, :meth:`match`,

@@ -28,7 +28,7 @@ from lxml import etree
 
 from broker.config import CORPUS_DIR
 from formats import Message
-from routing.projection import need
+from routing.incremental import need
 from tests.yfilter.flwr_oracle import c14n
 from yfilter import Engine
 from yfilter.errors import ProfileError

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from routing.dnf import map_profile
-from routing.projection import need
+from routing.incremental import need
 from yfilter import Engine, ProfileError, validate
 from yfilter.generators import ProfileGenerator, Schema
 from yfilter.parser import MAX_NESTING
@@ -117,7 +117,7 @@ def test_what_validate_accepts_a_broker_can_map_and_project(corpus):
     for text in corpus:
         if not _validate_refuses(text):
             map_profile(text)  # the routing query a host broker sends up (routing.node.Node.query)
-            need(text)  # what the profile reads of a message (routing.projection)
+            need(text)  # what the profile reads of a message (routing.incremental)
 
 
 @pytest.mark.parametrize("text, message", [
