@@ -250,7 +250,7 @@ LINK_BANDWIDTH = float(os.environ.get("ONYX_LINK_BANDWIDTH", "100e6"))
 """Bits per second of a link between brokers, as the cost model of incremental
 transformation sees it (ONYX_LINK_BANDWIDTH; :class:`routing.node.LinkCost`): a link runs
 its transformation query on a message only when the bytes it leaves out take longer on the
-link (8 / bandwidth s each) and downstream (60 ns each, ``Node.cpu_per_byte``) than the
+link (8 / bandwidth s each) and downstream (25 ns each, measured: ``Node.cpu_per_byte``) than the
 transformation takes. The default, 100 Mbit/s, is a wide-area link's share (the paper's
 PlanetLab links were slower): a byte costs 80 ns on it, and ``bench/transform.py`` measured
 6 ns of transformation per byte left out on the batched news workload (0.23 ms more in
