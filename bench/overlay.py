@@ -5,6 +5,9 @@ Structured Streaming query serving them, over a real Kafka broker, on this machi
     python -m bench.overlay --quick    # 1k profiles, fewer messages (about 15 minutes)
     python -m bench.overlay --mixes transforms --profiles 10000 --modes routing,routing-whole \
         --out bench/results/overlay_projection.json --plot bench/results/overlay_projection.png
+    python -m bench.overlay --quick --mixes batched,transforms --profiles 1000 --modes routing,routing-whole \
+        --bandwidths 1e8,1e10 --no-peer --no-floor \
+        --out bench/results/overlay_transform.json --plot bench/results/overlay_transform.png   # ONYX 4.2.2
     python -m bench.overlay --mixes generator --profiles 100000 --modes routing \
         --budget atoms=1000,states=3000,predicates=300 \
         --out bench/results/overlay_budget.json --plot bench/results/overlay_budget.png
@@ -149,6 +152,8 @@ class Mix:
     messages: Callable[[int, int], list[bytes]]
     probe: str
     mark: Callable[[bytes], bytes]
+    place: Callable[[int, int], str] | None = None
+    """(profiles, index) -> the host of a profile (None: round-robin over the brokers)."""
 
 
 def _mark_root(doc: bytes) -> bytes:
@@ -235,15 +240,49 @@ def _corpus_messages(n: int, seed: int) -> list[bytes]:
     return out[:n]
 
 
+def _batched_profiles(n: int, seed: int) -> list[str]:
+    """ONYX 4.2.2's batched workload (:func:`bench.transform.batched`): ``n`` profiles
+    ``for $n in $msg/batched-nitf/nitf where <a subject of the corpus> ... return ...``, a
+    fifth per host of :data:`bench.transform.PLACES`, in that order (see :func:`_batched_place`)."""
+    from bench.transform import batched
+
+    return [text for _, text in batched(config.CORPUS_DIR, 0, max(1, n // len(_BATCHED_HOSTS)), seed)[1]][:n]
+
+
+def _batched_place(n: int, i: int) -> str:
+    return _BATCHED_HOSTS[min(len(_BATCHED_HOSTS) - 1, i // max(1, n // len(_BATCHED_HOSTS)))]
+
+
+def _batched_messages(n: int, seed: int) -> list[bytes]:
+    """``<batched-nitf>`` messages of 4-10 news corpus articles."""
+    from bench.transform import batched
+
+    return batched(config.CORPUS_DIR, n, 1, seed)[0]
+
+
+def _mark_first_article(doc: bytes) -> bytes:
+    """The batched message with ``probe="1"`` on its first article (what the probe's
+    where clause tests: the probe shares the workload's for path, so it does not turn the
+    links' transformation queries into path projections)."""
+    return re.sub(rb"<nitf(?=[\s>])", rb'<nitf probe="1"', doc, count=1)
+
+
+_BATCHED_HOSTS = ("b2", "b3", "b4", "b5", "b6")
+
+
 MIXES = {
     "generator": Mix("generator", _nitf_profiles, _nitf_messages, "/nitf[@probe]", _mark_root),
     "corpus": Mix("corpus", _corpus_profiles, _corpus_messages, "/*[@probe]", _mark_root),
     "quotes": Mix("quotes", _quote_profiles, _quote_messages, "/quote[@probe]", _mark_root),
     "transforms": Mix("transforms", _transform_profiles, _nitf_messages,
                       "for $n in $msg/nitf[@probe] return <probe/>", _mark_root),
+    "batched": Mix("batched", _batched_profiles, _batched_messages,
+                   "for $n in $msg/batched-nitf/nitf where $n/@probe return <probe/>", _mark_first_article,
+                   _batched_place),
 }
-"""``transforms`` and ``corpus`` are not in the default run: ``--mixes transforms --modes
-routing,routing-whole`` measures early projection on links against the whole message;
+"""``transforms``, ``batched`` and ``corpus`` are not in the default run: ``--mixes
+transforms,batched --modes routing,routing-whole --bandwidths 1e8,1e10`` measures incremental
+transformation on links (ONYX 4.2.2) against the whole message;
 ``--mixes corpus`` the news corpus' documents against profiles written from their vocabulary."""
 
 DEFAULT_MIXES = ("generator", "quotes")
@@ -665,24 +704,28 @@ per-broker applications alone, and both (``onyx up --distributed``)."""
 def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], steady: list[bytes],
                 rate: float, seed: int, projection: bool = True, budget: Budget | None = None,
                 deployment: Deployment = LOCAL, subscribers: int = 1, canary: bool = False,
-                truth: bool = False) -> dict:
+                truth: bool = False, bandwidth: float = config.LINK_BANDWIDTH) -> dict:
     """One fresh overlay (and Kafka): profiles, then latency at ``rate``, then a burst.
     ``subscribers``: the profiles' delivery topics (:func:`delivery_topic`); ``canary``:
     also the time until the last profile registered is served (:func:`load_profiles`);
     ``truth``: also the links each burst message took against the links it needed
-    (:func:`link_truth`, at most 500 messages)."""
+    (:func:`link_truth`, at most 500 messages); ``bandwidth``: the links' bits/s, for the
+    cost model of incremental transformation."""
     name = (f"bench-{mode}-{mix.name}-{profiles}-s{subscribers}-k{deployment.kafka_nodes}"
-            f"{'-apps' if deployment.applications else ''}{'-budget' if budget is not None else ''}")
+            f"{'-apps' if deployment.applications else ''}{'-budget' if budget is not None else ''}"
+            f"{'' if bandwidth == config.LINK_BANDWIDTH else f'-bw{bandwidth:.0e}'.replace('+', '')}")
     cluster = LocalOverlay(builtin("figure4"), OverlaySettings(
         name=name, mode=mode, projection=projection, budget=budget, kafka_nodes=deployment.kafka_nodes,
-        applications=deployment.applications), spark=None if deployment.applications else spark)
+        applications=deployment.applications, bandwidth=bandwidth),
+        spark=None if deployment.applications else spark)
     cluster.start()
     kafka = cluster.kafka
     # Per-broker applications report no query here: Spark's own stages are left out.
     query = getattr(cluster.job, "query", None)
     try:
         texts = mix.profiles(profiles, seed) if mode != "floor" else []
-        loaded = load_profiles(cluster, texts, mix.probe, subscribers, canary=steady[0] if canary else None)
+        place = (lambda i: mix.place(len(texts), i)) if mix.place is not None else None
+        loaded = load_profiles(cluster, texts, mix.probe, subscribers, place, canary=steady[0] if canary else None)
         converge_s = loaded["converge_s"]
         # Warm up: the JVMs compile their hot paths, the workers build their engines.
         warm0 = _totals(cluster)
@@ -721,9 +764,9 @@ def overlay_run(spark, mode: str, mix: Mix, profiles: int, burst: list[bytes], s
         if truth:
             brokers = cluster.overlay.brokers
             sent = links_sent(cluster, f"{name}-burst-")
-            checked = link_truth(cluster.overlay, texts, lambda i: round_robin(brokers, i),
+            checked = link_truth(cluster.overlay, texts, place or (lambda i: round_robin(brokers, i)),
                                  {f"{name}-burst-{i}": d for i, d in enumerate(burst[:500])}, sent)
-        return {"mode": mode, "mix": mix.name, "profiles": profiles, "converge_s": converge_s,
+        return {"mode": mode, "mix": mix.name, "profiles": profiles, "converge_s": converge_s, "bandwidth": bandwidth,
                 "subscribers": subscribers, "loading": loaded, "links_checked": checked,
                 "reported_false_positives_per_message": sum(fp.values()) / n,
                 "deployment": deployment.label, "kafka_nodes": deployment.kafka_nodes,
@@ -1087,6 +1130,40 @@ def _row(name: str, r: dict) -> str:
             f"{f(r.get('cpu_s_per_message', 0) * 1000, '.2f'):>8}")
 
 
+def _transformation_summary(runs: list[dict], bandwidths: list[float]) -> list[dict]:
+    """Per mix, size and bandwidth: incremental transformation (``routing`` at that
+    bandwidth) against links that carry whole messages (``routing-whole``): link bytes and
+    CPU per message, and the end-to-end cost per message, CPU + link bytes x 8 / bandwidth
+    (printed)."""
+    out = []
+    for whole in (r for r in runs if r["mode"] == "routing-whole" and r["deployment"] == LOCAL.label):
+        for bw in bandwidths:
+            on = next((r for r in runs if r["mode"] == "routing" and r["deployment"] == LOCAL.label
+                       and (r["mix"], r["profiles"], r.get("subscribers", 1)) ==
+                       (whole["mix"], whole["profiles"], whole.get("subscribers", 1)) and r["bandwidth"] == bw), None)
+            if on is None:
+                continue
+            cost = {k: r["cpu_s_per_message"] + r["link_bytes_per_message"] * 8 / bw
+                    for k, r in (("with", on), ("without", whole))}
+            out.append({"mix": whole["mix"], "profiles": whole["profiles"], "bandwidth": bw,
+                        "link_bytes_with": on["link_bytes_per_message"],
+                        "link_bytes_without": whole["link_bytes_per_message"],
+                        "link_bytes_ratio": on["link_bytes_per_message"] / max(1e-9, whole["link_bytes_per_message"]),
+                        "cpu_s_with": on["cpu_s_per_message"], "cpu_s_without": whole["cpu_s_per_message"],
+                        "transformed_per_message": on["projected_per_message"],
+                        "cost_s_with": cost["with"], "cost_s_without": cost["without"],
+                        "cost_ratio": cost["with"] / max(1e-12, cost["without"])})
+    if out:
+        print(f"\n{'incremental transformation':<34} {'bit/s':>7} {'link bytes/msg':>21} {'x':>6} "
+              f"{'CPU ms/msg':>15} {'cost ms/msg':>15} {'x':>6}")
+        for t in out:
+            print(f"{t['mix'] + ' ' + format(t['profiles'], ','):<34} {t['bandwidth']:>7.0e} "
+                  f"{t['link_bytes_without']:>10,.0f} -> {t['link_bytes_with']:>7,.0f} {t['link_bytes_ratio']:>6.3f} "
+                  f"{t['cpu_s_without'] * 1e3:>6.2f} -> {t['cpu_s_with'] * 1e3:>5.2f} "
+                  f"{t['cost_s_without'] * 1e3:>6.2f} -> {t['cost_s_with'] * 1e3:>5.2f} {t['cost_ratio']:>6.3f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     ap = argparse.ArgumentParser(prog="python -m bench.overlay", description=__doc__,
@@ -1130,6 +1207,11 @@ def main(argv: list[str] | None = None) -> int:
                          "per broker and level, links and false positives per message (checked against one engine), "
                          "p50/p99 at b6, convergence after the bulk registration "
                          "(writes overlay_generalization.json unless --out)")
+    ap.add_argument("--bandwidths", type=lambda s: [float(b) for b in s.split(",")], default=None,
+                    help="comma-separated link bandwidths in bits/s to run the routing mode at (the cost "
+                         "model of incremental transformation, ONYX_LINK_BANDWIDTH), e.g. 1e8,1e10 "
+                         f"(default: {config.LINK_BANDWIDTH:.0e}); the summary prices every run's link "
+                         "bytes at each")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--plot", type=Path)
@@ -1183,16 +1265,19 @@ def main(argv: list[str] | None = None) -> int:
     runs, peers = [], []
     try:
         plan = [] if args.no_floor else [("floor", MIXES["generator"], 0, LOCAL, 1)]
-        plan += [(mode, MIXES[m], n, d, k) for m in args.mixes for n in sizes for k in args.subscribers
+        bandwidths = args.bandwidths or [config.LINK_BANDWIDTH]
+        plan = [(*p, bandwidths[0]) for p in plan]
+        plan += [(mode, MIXES[m], n, d, k, bw) for m in args.mixes for n in sizes for k in args.subscribers
                  for mode in args.modes
-                 for d in (LOCAL, *(DISTRIBUTED if args.distributed and mode == "routing" else ()))]
-        plan += [] if args.no_peer else [("peer", MIXES[m], n, None, k) for m in args.mixes for n in sizes
+                 for d in (LOCAL, *(DISTRIBUTED if args.distributed and mode == "routing" else ()))
+                 for bw in (bandwidths if mode == "routing" else bandwidths[:1])]
+        plan += [] if args.no_peer else [("peer", MIXES[m], n, None, k, None) for m in args.mixes for n in sizes
                                           for k in args.subscribers]
         order = {(m, n, k): i for i, (m, n, k) in enumerate((m, n, k) for m in args.mixes for n in sizes
                                                             for k in args.subscribers)}
         # The floor first; then each mix, size and layout in turn, its peer last.
         plan.sort(key=lambda p: (p[0] != "floor", order.get((p[1].name, p[2], p[4]), -1), p[0] == "peer"))
-        for label, mix, n, deployment, k in plan:
+        for label, mix, n, deployment, k, bandwidth in plan:
             burst, steady = mix.messages(n_burst, args.seed), mix.messages(n_steady, args.seed + 1)
             if label == "peer":
                 print(f"  peer     {mix.name:9} {n:>7,} profiles, {k:,} subscriber(s) ...", end="", flush=True)
@@ -1207,10 +1292,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r.get('messages_matching_any', 0):.0%} match any (loaded in {r['load_s']:.1f} s)", flush=True)
                 continue
             mode, projection = MODES.get(label, ("floor", True))
-            print(f"  {label:8} {mix.name:9} {n:>7,} profiles, {k:,} subscriber(s), {deployment.label} ...",
+            print(f"  {label:8} {mix.name:9} {n:>7,} profiles, {k:,} subscriber(s), {deployment.label}"
+                  f"{f', links {bandwidth:.0e} bit/s' if len(bandwidths) > 1 and mode == 'route' else ''} ...",
                   end="", flush=True)
             r = overlay_run(spark, mode, mix, n, burst, steady, args.rate, args.seed, projection, args.budget,
-                            deployment, subscribers=k)
+                            deployment, subscribers=k, bandwidth=bandwidth)
             r["mode"] = label
             runs.append(r)
             print(f" {r['throughput_msg_s']:,.0f} msg/s, p50 {r['latency_p50_s'] or float('nan'):.2f} s, "
@@ -1240,6 +1326,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         name = "Spark floor" if r["mode"] == "floor" else f"{r['mode']} {r['mix']} {r['profiles']:,}"
         sub = f" s{r['subscribers']}" if r.get("subscribers", 1) != 1 else ""
+        sub += f" {r['bandwidth']:.0e}b/s" if len(bandwidths) > 1 and r["mode"] == "routing" else ""
         print(_row(f"{name}{sub}, {r['deployment']}", r))
     for p in peers:
         sub = f" s{p['subscribers']}" if p["subscribers"] != 1 else ""
@@ -1250,7 +1337,8 @@ def main(argv: list[str] | None = None) -> int:
         if r["mode"] == "floor":
             continue
         key = f"{r['mode']}-{r['mix']}-{r['profiles']}-{r['deployment']}" + (
-            f"-s{r['subscribers']}" if r.get("subscribers", 1) != 1 else "")
+            f"-s{r['subscribers']}" if r.get("subscribers", 1) != 1 else "") + (
+            f"-bw{r['bandwidth']:.0e}" if len(bandwidths) > 1 and r["mode"] == "routing" else "")
         ratios[key] = {"throughput_vs_raw": r["throughput_msg_s"] / raw["throughput_msg_s"]}
         if floor:
             ratios[key]["p50_vs_floor"] = (r["latency_p50_s"] or 0) / floor["latency_p50_s"]
@@ -1267,7 +1355,9 @@ def main(argv: list[str] | None = None) -> int:
             if "throughput_vs_peer" in v:
                 print(f"{key:<42} {v['throughput_vs_peer']:>7.3f}x {v['p50_vs_peer']:>6.1f}x {v['p99_vs_peer']:>6.1f}x "
                       f"{v['cpu_vs_peer']:>6.1f}x")
-    result = {**head, "raw_kafka": raw, "raw_fanout": fanout, "overlay": runs, "peer": peers, "ratios": ratios}
+    transformation = _transformation_summary(runs, bandwidths)
+    result = {**head, "raw_kafka": raw, "raw_fanout": fanout, "overlay": runs, "peer": peers, "ratios": ratios,
+              "transformation": transformation}
     if fanout:
         result["ratios"]["routing-generator-top_vs_fanout"] = heavy and max(
             heavy, key=lambda r: r["profiles"])["throughput_msg_s"] / fanout["throughput_msg_s"]
