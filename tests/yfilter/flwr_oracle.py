@@ -127,17 +127,23 @@ def _dropped(e, args, ns):
               if (x.tag in names) or ("comment()" in args and x.tag is etree.Comment)
               or ("processing-instruction()" in args and x.tag is etree.PI)]
     for x in doomed:
-        parent = x.getparent()
-        if parent is None:
-            continue
-        i = parent.index(x)
-        if x.tail:
-            if i == 0:
-                parent.text = (parent.text or "") + x.tail
-            else:
-                parent[i - 1].tail = (parent[i - 1].tail or "") + x.tail
-        del parent[i]
+        remove(x)
     return e
+
+
+def remove(x) -> None:
+    """Detach ``x`` from its parent, the text after it staying where it was (XQuery's
+    ``delete node``, the reference's own way: by index, not by yfilter's code)."""
+    parent = x.getparent()
+    if parent is None:
+        return
+    i = parent.index(x)
+    if x.tail:
+        if i == 0:
+            parent.text = (parent.text or "") + x.tail
+        else:
+            parent[i - 1].tail = (parent[i - 1].tail or "") + x.tail
+    del parent[i]
 
 
 def _tables(e):

@@ -29,7 +29,7 @@ from lxml import etree
 from broker.config import CORPUS_DIR
 from formats import Message
 from routing.incremental import need
-from tests.yfilter.flwr_oracle import c14n
+from tests.yfilter.flwr_oracle import c14n, remove
 from yfilter import Engine
 from yfilter.errors import ProfileError
 from yfilter.flwr import Projection, binding_steps, parse_flwr
@@ -159,22 +159,9 @@ def profile(for_path: str, updates: list, enclosed: str | None = None, var: str 
 
 # -- the two references --------------------------------------------------------------
 
-def _remove(x) -> None:
-    parent = x.getparent()
-    if parent is None:
-        return
-    i = parent.index(x)
-    if x.tail:
-        if i == 0:
-            parent.text = (parent.text or "") + x.tail
-        else:
-            parent[i - 1].tail = (parent[i - 1].tail or "") + x.tail
-    del parent[i]
-
-
 def _element_update(kind, x, arg) -> None:
     if kind == "delete":
-        _remove(x)
+        remove(x)
     elif kind == "rename":
         x.tag = arg
     else:
@@ -253,7 +240,7 @@ def at_once(el, updates, ns) -> None:
                 if name in owner.attrib:
                     del owner.attrib[name]
             else:
-                _remove(node)
+                remove(node)
 
 
 def reference(xml: bytes, for_path: str, updates, ns, enclosed: str | None, apply) -> list[str]:
