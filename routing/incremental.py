@@ -479,8 +479,6 @@ class Transformation:
             steps = binding_steps(parse_flwr(target.program))
             assert tuple(s.key for s in steps[:len(target.steps)]) == target.steps, "program without the steps"
             self.steps = steps[self.steps_done:len(target.steps)]
-            for s in self.steps:
-                s.compile(self._engine.intern_steps)
         self._keep = _Keeper(target.keeps)
 
     def __str__(self) -> str:

@@ -30,7 +30,7 @@ computes a shared prefix once per element, and a plan can execute it upstream.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from lxml import etree
 
@@ -44,8 +44,6 @@ from yfilter.runtime import Run
 
 CELL_SEPARATOR = " | "
 
-Intern = Callable[[tuple[ast.Step, ...]], tuple]
-
 
 class Step:
     """One rewrite of a list of elements. ``key`` is its canonical text."""
@@ -54,12 +52,6 @@ class Step:
 
     def apply(self, elements: list, session) -> list:  # pragma: no cover - abstract
         raise NotImplementedError
-
-    def compile(self, intern: Intern) -> None:
-        """Bind the paths the step evaluates to an engine's operator network."""
-
-    def release(self, release: Callable[[tuple], None]) -> None:
-        """Give back what :meth:`compile` took."""
 
     def __repr__(self) -> str:
         return f"Step({self.key})"
@@ -108,15 +100,11 @@ class TableToList(Step):
 class Project(Step):
     def __init__(self, paths: tuple[ast.RelPath, ...], key: str) -> None:
         self.paths, self.key = paths, key
-        self._navs: list = []
-
-    def compile(self, intern):
-        self._navs = [Nav(intern(p.steps)) for p in self.paths]
-
-    def release(self, release):
-        for nav in self._navs:
-            release(nav.steps)
-        self._navs = []
+        # Compiled apart from any engine, as an update's target is: the paths run in a
+        # session of their own per element, and one step object serves every profile
+        # parsed from the same text (compiled into an engine, removing one profile took
+        # the paths from the others: regression test in tests/yfilter/test_steps.py).
+        self._navs = [Nav(compile_path(ast.Path(p.steps), Registry(), {})) for p in paths]
 
     def apply(self, elements, session):
         out = []

@@ -30,7 +30,7 @@ from yfilter import ast
 from yfilter.document import TableDoc
 from yfilter.flwr import Constructor, Enclosed, Flwr, Projection
 from yfilter.navigate import Nav, Session, select
-from yfilter.steps import Step, append_text
+from yfilter.steps import append_text
 
 Intern = Callable[[tuple[ast.Step, ...]], tuple]
 Release = Callable[[tuple], None]
@@ -70,7 +70,6 @@ class Transform:
         self.query = query
         self.bindings = Nav(binding_steps)
         self._interned: list[tuple] = []
-        self._steps: list[Step] = []
         self._intern = intern
         if isinstance(query.ret, Projection):  # copy $c := $n modify ... return $c
             self.template = None
@@ -98,9 +97,6 @@ class Transform:
             steps = self._intern(p.path.steps) if p.path.steps else ()
             if steps:
                 self._interned.append(steps)
-            for s in p.steps:
-                s.compile(self._intern)
-                self._steps.append(s)
             out.append(_Proj(p, Nav(steps)))
         return out
 
@@ -108,9 +104,7 @@ class Transform:
         """Give back everything the return clause interned."""
         for steps in self._interned:
             release(steps)
-        for s in self._steps:
-            s.release(release)
-        self._interned, self._steps = [], []
+        self._interned = []
 
     # -- evaluation --------------------------------------------------------------------
     def results(self, session: Session, skip: int = 0) -> list[bytes]:

@@ -117,3 +117,17 @@ def test_a_step_applies_to_detached_elements_directly():
     el = etree.XML("<b><hl1/></b>")
     assert [etree.tostring(x) for x in make_step("rename", [("hl1", 1), ("t", 1)], {}, 1)
             .apply([el], None)] == [b"<b><t/></b>"]
+
+
+def test_two_profiles_of_one_text_keep_their_project_step_when_one_goes():
+    """Regression: ``project()`` compiled its paths into the engine on the step object that
+    every profile parsed from the same text shares; removing one profile released them
+    for the other, whose results then lost what ``project()`` keeps."""
+    from yfilter import Engine
+
+    text = 'for $n in $msg/r return <r>{$n/a => project("b")}</r>'
+    e = Engine()
+    e.add("1", text)
+    e.add("2", text)
+    e.remove("1")
+    assert e.run(b"<r><a><b/><c/></a></r>") == {"2": [b"<r><a><b/></a></r>"]}
