@@ -61,6 +61,7 @@ b'<batched-nitf><nitf><head><pubdata edition.area="SF"/></head><body><body.conte
 from __future__ import annotations
 
 import json
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -322,9 +323,20 @@ def need_from_json(data: dict | list | None) -> Needed:
         raise ValueError(f"not a transformation query: {data!r}") from exc
 
 
+@lru_cache(maxsize=256)
 def to_header(n: Need) -> str:
-    """``n`` as the ``onyx-transform`` header says it (a JSON object)."""
+    """``n`` as the ``onyx-transform`` header says it (a JSON object; a link whose header
+    would be longer than :data:`formats.header.MAX_TRANSFORM` carries the message as it
+    came, see :meth:`routing.node.Node.forwards`)."""
     return json.dumps(need_to_json(n), separators=(",", ":"), sort_keys=True)
+
+
+@lru_cache(maxsize=256)
+def header_bytes(n: Need) -> int:
+    """What the ``onyx-transform`` header of ``n`` adds to a link's bytes, as the cost model
+    counts it: its compressed size (the brokers' producer compresses record batches, and
+    in a batch the same header repeats; zlib of the one header is the estimate)."""
+    return len(zlib.compress(to_header(n).encode()))
 
 
 @lru_cache(maxsize=256)

@@ -39,7 +39,7 @@ profiles. A forwarded message is never held back by local work.
 [('b2', 'b1', '~c:'), ('b2', 'b1', '~ne')]
 >>> [len(b2.collect(u.root, "b4", u.delta)) for u in ups]   # b2's summary changes in turn
 [1, 1]
->>> msg = b"<nitf><head><title>Tide</title><meta/></head><body>long text</body></nitf>"
+>>> msg = b"<nitf><head><title>Tide</title><meta/></head><body>" + b"long text " * 100 + b"</body></nitf>"
 >>> [(f.link, f.transformed.to_xml()) for f in b2.forwards("b1", msg)]
 [('b4', b'<nitf><head><title>Tide</title></head></nitf>')]
 >>> [f] = b2.forwards("b1", msg)
@@ -55,12 +55,13 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import formats
+from formats.header import MAX_TRANSFORM
 from routing.budget import Budget
 from routing.dnf import RoutingQuery, map_profile
+from routing.incremental import Need, Needed, below, compiled, header_bytes, need, serves, to_header
 from routing.matcher import AtomEngine
 from routing.overlay import Overlay
 from routing.planner import Plan
-from routing.incremental import Need, Needed, below, compiled, need, serves
 from routing.summary import Summary
 from routing.table import Delta, RoutingTable
 from yfilter import Engine, validate
@@ -342,14 +343,18 @@ class Node:
         :meth:`sample`), each with what the link's transformation query makes of the
         message (:mod:`routing.incremental`; ``applied``: the transformation the message
         had on its way here) when ``project``, the link has one, it extends what the
-        message had, and it is worth its cost (:class:`LinkCost`).
+        message had, its ``onyx-transform`` header is not too long (a path projection of
+        thousands of profiles' paths: the message goes as it came), and it is worth its
+        cost (:class:`LinkCost`, the header's bytes counted against what it saves:
+        :func:`~routing.incremental.header_bytes`).
 
         >>> from routing.overlay import builtin
         >>> n = Node("b4", builtin("figure4"), bandwidth=1e4)
         >>> q = "for $t in $msg/a/t return <t>{$t/text()}</t>"
         >>> [u.parent for u in n.collect("b1", "b6", Delta("q", 1, n.query(q), need(q)))]
         ['b2', 'b2']
-        >>> [(f.link, f.transformed.to_xml()) for f in n.forwards("b1", b"<a><t>x</t><b>long text</b></a>")]
+        >>> xml = b"<a><t>x</t><b>" + b"long text " * 100 + b"</b></a>"
+        >>> [(f.link, f.transformed.to_xml()) for f in n.forwards("b1", xml)]
         [('b6', b'<a><t>x</t></a>')]
         """
         if sample:
@@ -364,7 +369,8 @@ class Node:
         out = []
         for link in links:
             target = table.projection(link) if table is not None else None
-            if target is None or target == applied or not below(applied, target):
+            if (target is None or target == applied or not below(applied, target)
+                    or len(to_header(target)) > MAX_TRANSFORM):
                 out.append(Forward(link, None, applied))
                 continue
             cost = self.costs.setdefault((root, link), LinkCost())
@@ -379,7 +385,8 @@ class Node:
             part = transformation.apply(message)
             if measure:
                 seconds = time.perf_counter() - started
-                saved = len(message.to_xml()) - (len(part.to_xml()) if part.tags else 0)
+                # what the link carries besides the message: the header that says what it had
+                saved = len(message.to_xml()) - (len(part.to_xml()) + header_bytes(target) if part.tags else 0)
                 cost.measured += 1
                 w = 1 / min(cost.measured, 8)
                 cost.saved += w * (saved - cost.saved)

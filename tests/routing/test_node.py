@@ -14,7 +14,7 @@ from yfilter import Engine
 from yfilter.generators import DocGenerator, ProfileGenerator, Schema
 from yfilter.generators.flwr import FlwrGenerator
 
-NITF = b"<nitf><head><title>Tide</title><meta name='a'/></head><body><p>long</p></body></nitf>"
+NITF = b"<nitf><head><title>Tide</title><meta name='a'/></head><body><p>" + b"long " * 100 + b"</p></body></nitf>"
 TRANSFORM = "for $h in $msg/nitf/head return <t>{$h/title/text()}</t>"
 
 
@@ -137,3 +137,21 @@ def test_a_lazy_atom_with_a_new_namespace_after_the_engine_was_built():
     e.acquire("/{urn:x}q")
     doc = b"<q xmlns='urn:x'><r/></q>"
     assert e.match(doc) == {"/{urn:x}q"} and e.holds("/{urn:x}q/{urn:x}r", doc)
+
+
+def test_a_link_whose_header_would_be_too_long_carries_the_message_as_it_came():
+    """Regression (bench.overlay, the transforms mix at 1k profiles): the path projection of
+    hundreds of profiles with different for paths made an ``onyx-transform`` header past
+    its 16 KB bound, the packet header refused it, and the root dead-lettered every message
+    instead of forwarding it: hosts below received nothing."""
+    from formats.header import MAX_TRANSFORM
+    from routing.incremental import need, to_header
+    from routing.table import Delta
+
+    n = Node("b4", builtin("figure4"), bandwidth=1e4)
+    for i in range(400):
+        q = f"for $x in $msg/nitf/head/x{i}[@a = '{i}'] return <r>{{$x/y{i}}}</r>"
+        n.collect("b1", "b6", Delta(f"q{i}", 1, n.query(q), need(q)))
+    assert len(to_header(n.tables["b1"].projection("b6"))) > MAX_TRANSFORM
+    xml = b"<nitf><head><x7 a='7'><y7>long text</y7></x7></head><body>more</body></nitf>"
+    assert n.forwards("b1", xml) == [Forward("b6", None, None)]
