@@ -1151,6 +1151,9 @@ def _transformation_summary(runs: list[dict], bandwidths: list[float]) -> list[d
                         "link_bytes_ratio": on["link_bytes_per_message"] / max(1e-9, whole["link_bytes_per_message"]),
                         "cpu_s_with": on["cpu_s_per_message"], "cpu_s_without": whole["cpu_s_per_message"],
                         "transformed_per_message": on["projected_per_message"],
+                        # the same profiles and messages: a transformation must not change them
+                        "deliveries_with": on["deliveries_per_message"],
+                        "deliveries_without": whole["deliveries_per_message"],
                         "cost_s_with": cost["with"], "cost_s_without": cost["without"],
                         "cost_ratio": cost["with"] / max(1e-12, cost["without"])})
     if out:
@@ -1161,6 +1164,9 @@ def _transformation_summary(runs: list[dict], bandwidths: list[float]) -> list[d
                   f"{t['link_bytes_without']:>10,.0f} -> {t['link_bytes_with']:>7,.0f} {t['link_bytes_ratio']:>6.3f} "
                   f"{t['cpu_s_without'] * 1e3:>6.2f} -> {t['cpu_s_with'] * 1e3:>5.2f} "
                   f"{t['cost_s_without'] * 1e3:>6.2f} -> {t['cost_s_with'] * 1e3:>5.2f} {t['cost_ratio']:>6.3f}")
+            if t["deliveries_with"] != t["deliveries_without"]:
+                print(f"  WRONG: {t['deliveries_with']:g} deliveries a message with transformation, "
+                      f"{t['deliveries_without']:g} without")
     return out
 
 
