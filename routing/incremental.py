@@ -73,7 +73,7 @@ from yfilter import Engine, ast
 from yfilter.flwr import Constructor, Enclosed, Flwr, Projection as Proj, binding_steps, is_flwr, parse_flwr
 from yfilter.navigate import Nav, select
 from yfilter.parser import parse
-from yfilter.steps import Delete, Drop, ReplaceValue, Step, independent
+from yfilter.steps import Delete, Drop, RenameNode, ReplaceValue, Step, independent
 
 Skeleton = tuple[tuple[str, str], ...]
 """A path without predicates: ``(axis, name test)`` per step, from the root."""
@@ -141,13 +141,20 @@ def need(text: str, namespaces: Mapping[str, str] | None = None) -> Needed:
     droppable = not any(s.preds for s in above) and not _positional(last.preds)
     reads = _reads((*last.preds, *conjuncts))
     steps = []
-    if all(s.axis == "/" for s in q.path.steps):
+    # Steps run upstream must leave the for path selecting what it selected: bindings that
+    # cannot nest (child steps), nothing above them testing their content, their name kept.
+    if all(s.axis == "/" for s in q.path.steps) and not any(s.preds for s in above):
         for s in binding_steps(q):
-            if not all(not value and _unseen(s, p) for p, value in reads):
+            if _renames_binding(s) or not all(not value and _unseen(s, p) for p, value in reads):
                 break
             steps.append(s.key)
     return Need(frozenset(keeps), str(q.path), frozenset(str(c) for c in conjuncts) if droppable else frozenset(),
                 tuple(steps), text if steps else None)
+
+
+def _renames_binding(step: Step) -> bool:
+    """``rename node $c as ...``: the binding would no longer be what the for path names."""
+    return isinstance(step, RenameNode) and not step.target.steps and step.target.tail is None
 
 
 def _unseen(step: Step, path: ast.RelPath) -> bool:

@@ -385,3 +385,32 @@ def test_a_projection_of_a_projection_equals_projecting_the_message(seed):
         assert twice == Transformation(low).apply(m).to_xml()
         _same_results(lower_texts, xml, twice)
         _same_results(texts, xml, once.to_xml())
+
+
+def test_a_step_that_renames_the_binding_or_changes_what_the_for_path_tests_is_not_run_upstream():
+    """Regression: ``rename node $c as "x"`` was shared, so a link renamed the bindings and
+    the hosts' for paths (and the routing queries below) no longer selected them."""
+    assert need(FOR + 'return copy $c := $n modify rename node $c as "x" return $c').steps == ()
+    assert need(FOR + 'return copy $c := $n modify (delete node $c//media, rename node $c as "x") '
+                      'return $c').steps == ("delete node .//media",)
+    # a predicate above the binding may read into it: nothing is run upstream
+    assert need('for $n in $msg/batched-nitf[nitf/media]/nitf return copy $c := $n modify '
+                'delete node $c//media return $c').steps == ()
+    # the binding's attributes renamed: the for path does not test them here
+    assert need(FOR + 'return copy $c := $n modify rename node $c/@id as "k" return $c').steps == (
+        'rename node ./@id as "k"',)
+
+
+def test_a_binding_renamed_by_its_profiles_is_still_routed_and_delivered():
+    """Regression: with the rename shared, b1 renamed the bindings on the link to b2, whose
+    routing query (the for path) then matched nothing: the profile at b6 got no result."""
+    text = (FOR + "where $n/head/title return copy $c := $n modify (delete node $c//media, "
+            'rename node $c as "story") return $c')
+    nodes = _nodes(builtin("figure4"))
+    _host(nodes, "b6", "p", text)
+    xml = (b"<batched-nitf><nitf><head><title>T</title></head><body><media>" + b"x" * 2000
+           + b"</media></body></nitf></batched-nitf>")
+    out, carried, effects = _publish(nodes, "b1", xml)
+    assert out == _truth({"p": text}, xml) and out["p"]
+    assert effects[("b1", "b2")].steps == ("delete node .//media",)  # the rename stays at the host
+    assert b"<media" not in carried[("b1", "b2")]
