@@ -296,15 +296,17 @@ def plot(res: dict, png: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.transform", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--messages", type=int, default=60)
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--per-host", type=int, default=20, help="batched workload: profiles per host broker")
-    ap.add_argument("--generator-profiles", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--corpus", type=Path, default=config.CORPUS_DIR)
+    ap.add_argument("--messages", type=int, default=60, help="messages per workload and repetition (default 60)")
+    ap.add_argument("--reps", type=int, default=7, help="repetitions; the table gives medians (default 7)")
+    ap.add_argument("--per-host", type=int, default=20, help="batched workload: profiles per host broker (default 20)")
+    ap.add_argument("--generator-profiles", type=int, default=200,
+                    help="generator workload: profiles, placed at random hosts (default 200)")
+    ap.add_argument("--seed", type=int, default=7, help="seed of messages and profiles (default 7)")
+    ap.add_argument("--corpus", type=Path, default=config.CORPUS_DIR,
+                    help=f"the news corpus the batched messages are made of (default {config.CORPUS_DIR})")
     ap.add_argument("--quick", action="store_true", help="20 messages, 5 repetitions")
     ap.add_argument("--profile", action="store_true", help="cProfile the transforming run of each workload")
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--out", type=Path, default=RESULTS, help=f"the JSON to write, a PNG beside it (default {RESULTS})")
     args = ap.parse_args(argv)
     n, reps = (20, 5) if args.quick else (args.messages, max(5, args.reps))
     res = {"reps": reps, "seed": args.seed, "bandwidths": list(BANDWIDTHS), "workloads": []}
