@@ -60,6 +60,7 @@ b'<batched-nitf><nitf><head><pubdata edition.area="SF"/></head><body><body.conte
 
 from __future__ import annotations
 
+import bisect
 import json
 import zlib
 from collections import Counter
@@ -512,15 +513,13 @@ class Transformation:
         """The message the link carries."""
         dropped: list[int] = []
         passing: list[int] = []
-        session = None
         if self._bindings is not None:
             session = self._engine.start(message)
             bound = select(session, self._bindings)
             passing = select(session, self._passing) if self.where else bound
             if self.where:
-                ok = set(passing)
-                dropped = [b for b in bound if b not in ok]
-        return self._keep.project(message, dropped, passing if self.steps else (), self.steps, session)
+                dropped = _droppable(message, bound, passing)
+        return self._keep.project(message, dropped, passing if self.steps else (), self.steps)
 
 
 class _Keeper:
@@ -557,8 +556,7 @@ class _Keeper:
         hit = self._moves[key] = (frozenset(nxt), kind)
         return hit
 
-    def project(self, m: Message, dropped: list[int], bindings: Iterable[int], steps: tuple[Step, ...],
-                session) -> Message:
+    def project(self, m: Message, dropped: list[int], bindings: Iterable[int], steps: tuple[Step, ...]) -> Message:
         """``m`` without the ``dropped`` elements (and their subtrees), projected on the
         kept paths, with ``steps`` run on each of the ``bindings``."""
         tags, depths, ends, parents = m.tags, m.depths, m.ends, m.parents
@@ -624,6 +622,27 @@ class _Keeper:
             ns2.append(nsmaps[i])
             i += 1
         return Message(tags2, depths2, attrs2, texts2, tails2, nsmaps=ns2)
+
+
+def _droppable(m: Message, bound: list[int], passing: list[int]) -> list[int]:
+    """The bindings (element indexes) that fail and can go with their subtrees: none with a
+    passing binding inside it or around it (a for path with ``//`` binds nested elements).
+
+    >>> m = Message.from_xml(b"<r><n k='0'><n k='1'/></n><n k='0'/></r>")
+    >>> _droppable(m, [1, 2, 3], [2])
+    [3]
+    """
+    ok = sorted(passing)
+    ends, out = m.ends, []
+    for b in bound:
+        if b in ok:
+            continue
+        i = bisect.bisect_right(ok, b)
+        inside = i < len(ok) and ok[i] < ends[b]  # the next passing one starts in b's subtree
+        around = any(p < b < ends[p] for p in ok[:i])
+        if not inside and not around:
+            out.append(b)
+    return out
 
 
 def _mark_up(kept: bytearray, parents: list[int], p: int) -> None:

@@ -414,3 +414,17 @@ def test_a_binding_renamed_by_its_profiles_is_still_routed_and_delivered():
     assert out == _truth({"p": text}, xml) and out["p"]
     assert effects[("b1", "b2")].steps == ("delete node .//media",)  # the rename stays at the host
     assert b"<media" not in carried[("b1", "b2")]
+
+
+def test_a_failing_binding_with_a_passing_one_inside_is_not_dropped():
+    """Regression: with a ``//`` for path the bindings nest; a failing outer binding was
+    dropped with its subtree, and the passing binding inside it with it."""
+    text = "for $n in $msg//sec where $n/@k = '1' return <r>{$n/p}</r>"
+    xml = (b"<doc><sec k='0'><p>" + b"outer " * 50 + b"</p><sec k='1'><p>inner</p></sec></sec>"
+           b"<sec k='0'><p>" + b"other " * 50 + b"</p></sec></doc>")
+    t = Transformation(need(text))
+    carried = t.apply(formats.Message.from_xml(xml)).to_xml()
+    assert b"inner" in carried and b"other" not in carried
+    e = Engine()
+    e.add("q", text)
+    assert e.run(carried) == e.run(xml) == {"q": [b"<r><p>inner</p></r>"]}
