@@ -70,11 +70,15 @@ def packet_of(key: bytes | None, value: bytes | None, headers: list[tuple[str, b
 
 
 def _transient(error) -> bool:
-    """An error that goes away by itself: a leader being elected or moved, a timeout."""
+    """An error that goes away by itself: a leader being elected or moved, a timeout, or
+    (``_UNKNOWN_PARTITION``) a topic another broker has just created whose partition this
+    client's metadata does not hold yet (seen on a 3-node Kafka: a broker application
+    starting beside the others ended with it)."""
     from confluent_kafka import KafkaError
 
     return error.retriable() or error.code() in (KafkaError.NOT_LEADER_FOR_PARTITION,
-                                                 KafkaError.LEADER_NOT_AVAILABLE)
+                                                 KafkaError.LEADER_NOT_AVAILABLE,
+                                                 KafkaError._UNKNOWN_PARTITION)
 
 
 class LogReader:
