@@ -466,6 +466,7 @@ def below(applied: Need | None, target: Need) -> bool:
             and target.keeps <= applied.keeps and target.steps[:len(applied.steps)] == applied.steps)
 
 
+@lru_cache(maxsize=65536)  # asked per result of every message: the same pairs, message after message
 def serves(applied: Need | None, profile: Needed) -> bool:
     """Whether a profile whose need is ``profile`` gives its results on a message that
     had ``applied`` (its remainder is the profile with the applied steps skipped)."""
